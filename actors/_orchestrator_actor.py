@@ -1,0 +1,381 @@
+"""The orchestrator actor: the single writer of one run's state.
+
+This module holds the Ray actor class behind the typed ``Orchestrator`` facade. It is an
+*async* actor on purpose: reads (``snapshot``, ``version``, ``context``, ``changes``) run on
+the event loop against the last committed state and never take the write lock, while
+writes are serialised by one ``asyncio.Lock``. ``apply(fn)`` runs ``fn`` on a private deep
+copy in a worker thread, so a slow ``fn`` never holds up readers: they see the previous
+version until the new one is committed. Committed state objects are never mutated again
+(copy-on-write), which is what makes handing them to Ray's serializer without a lock safe.
+
+Durability (with a store): every write is journalled under a request id before it becomes
+visible. ``sync`` keeps the write lock until the journal entry is fsynced; ``batch``
+releases the lock once the entry is queued, so concurrent writers share one fsync (group
+commit) while each caller is still acknowledged only after its entry is durable; ``exit``
+keeps the journal in memory until ``close``. Readers only ever see durable versions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import hmac
+import inspect
+import logging
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable
+
+import ray
+from pydantic import BaseModel
+
+from actors.changes import Change, ChangeKind
+from actors.exceptions import ChangesUnavailable, OrchestratorClosed, VersionConflict, WriteRefused
+from actors.spec import OrchestratorStatistics, RunSpec
+from coordinators import AgentState, ContextSnapshot, StateTransition, TransitionBatch, reduce
+
+__all__ = ["OrchestratorActor"]
+
+_CHANGE_LOG_SIZE = 10_000  # committed events kept in memory for subscribers
+_REQUEST_MEMORY = 50_000  # request id -> version, most recent first, for exactly-once
+_MAX_CHANGES_PER_POLL = 1_000
+
+
+class OrchestratorActor:
+    """Owns one run's state. Created only through ``actors.Orchestrator``."""
+
+    def __init__(self, spec: RunSpec) -> None:
+        self._spec = spec
+        self._name = spec.name
+        self._token = spec.token
+        self._log = logging.LoggerAdapter(
+            logging.getLogger(spec.logger_name),
+            {"component": "agent-orchestrator", "orchestrator": spec.display_name},
+        )
+        # Writers queue here; readers never touch it.
+        self._write_lock = asyncio.Lock()
+        # fn runs here: one thread, so a user fn never runs concurrently with another.
+        self._fn_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="soloist-apply")
+        # Store I/O that is not a journal append (checkpoints, compaction) runs here.
+        self._io_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="soloist-io")
+        # (version, state) last made visible: durable, never mutated again.
+        self._committed: tuple[int, BaseModel] = (0, spec.initial)
+        # (version, state) the next write builds on; ahead of _committed only in batch mode.
+        self._head: tuple[int, BaseModel] = (0, spec.initial)
+        # Acknowledged out of order in batch mode; published strictly in version order.
+        self._acked: dict[int, tuple[BaseModel, Change]] = {}
+        self._requests: collections.OrderedDict[str, int] = collections.OrderedDict()
+        self._changes: collections.deque[Change] = collections.deque(maxlen=_CHANGE_LOG_SIZE)
+        self._seq = 0
+        self._new_event = asyncio.Event()
+        self._context_cache: tuple[int, ContextSnapshot] | None = None
+        self._max_parallel_requested = spec.max_parallel
+        self._closed = False
+        self._checkpoint_task: asyncio.Task[None] | None = None
+        self._last_checkpoint = 0
+        self._stats: dict[str, int] = collections.Counter()
+        self._store = spec.open_store()
+        self._restarted = ray.get_runtime_context().was_current_actor_reconstructed
+        if self._store is not None:
+            from actors._recovery import restore_or_create
+
+            version, state, requests, changes = restore_or_create(self._store, spec)
+            self._committed = self._head = (version, state)
+            self._last_checkpoint = version - len(changes)
+            for request_id, v in requests:
+                self._remember(request_id, v)
+            for change in changes:
+                self._append_event(change)
+        if self._restarted:
+            self._log.warning("orchestrator restarted; resumed at version %d", self._committed[0])
+
+    # ------------------------------------------------------------------ reads
+
+    async def version(self) -> int:
+        return self._committed[0]
+
+    async def snapshot(self) -> tuple[int, BaseModel]:
+        # Safe without a copy: committed states are immutable by construction, and Ray
+        # serialises the return value, so the caller always receives its own deep copy.
+        return self._committed
+
+    async def context(self) -> ContextSnapshot:
+        version, state = self._committed
+        if not isinstance(state, AgentState):
+            raise TypeError(
+                f"context() needs a state that is an AgentState (or a subclass); this orchestrator holds {type(state).__name__}. "
+                "Use snapshot() instead."
+            )
+        cached = self._context_cache
+        if cached is None or cached[0] != version:
+            cached = (version, ContextSnapshot.of(state, version=version))
+            self._context_cache = cached
+        return cached[1]
+
+    async def changes(self, after_seq: int | None, since_version: int, timeout: float) -> list[Change]:
+        """Committed events after ``after_seq`` (or after version ``since_version`` on the
+        first poll), waiting up to ``timeout`` seconds for one to arrive."""
+        if after_seq is None:
+            after_seq = self._seq_after_version(since_version)
+        deadline = time.monotonic() + timeout
+        while not self._closed:
+            if self._seq > after_seq:
+                start = after_seq - self._seq  # negative offset from the end of the log
+                out = list(self._changes)[start:] if -start <= len(self._changes) else None
+                if out is None:
+                    raise ChangesUnavailable(
+                        f"changes after event {after_seq} are no longer retained (the log keeps the last {_CHANGE_LOG_SIZE}); "
+                        "resubscribe from a recent version"
+                    )
+                return out[:_MAX_CHANGES_PER_POLL]
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return []
+            event = self._new_event
+            try:
+                await asyncio.wait_for(event.wait(), remaining)
+            except asyncio.TimeoutError:
+                return []
+        raise OrchestratorClosed(f"orchestrator {self._spec.display_name!r} is closed")
+
+    def _seq_after_version(self, since_version: int) -> int:
+        if since_version < 0:
+            raise ValueError(f"subscribe(since=...) takes a version >= 0, got {since_version}")
+        committed = self._committed[0]
+        if since_version >= committed:
+            return self._seq
+        for change in self._changes:
+            if change.kind != "agent_state" and change.version == since_version + 1:
+                return change.seq - 1
+        oldest = next((c.version for c in self._changes if c.kind != "agent_state"), committed + 1)
+        raise ChangesUnavailable(
+            f"changes after version {since_version} are no longer retained in memory (oldest retained: version {oldest}); "
+            f"subscribe with since >= {oldest - 1} or read snapshot() first"
+        )
+
+    async def max_parallel(self) -> int:
+        return self._max_parallel_requested
+
+    async def describe(self) -> dict[str, Any]:
+        """What another handle needs to work with this run (never the token)."""
+        return {
+            "name": self._name,
+            "max_parallel": self._max_parallel_requested,
+            "semaphore_scope": self._spec.semaphore_scope,
+            "caller": self._spec.caller,
+            "state_type": type(self._committed[1]),
+        }
+
+    async def statistics(self) -> OrchestratorStatistics:
+        return OrchestratorStatistics(
+            name=self._spec.display_name,
+            version=self._committed[0],
+            state_type=f"{type(self._committed[1]).__module__}.{type(self._committed[1]).__qualname__}",
+            durability=self._spec.durability,
+            store=self._spec.store_path,
+            applies=self._stats["applies"],
+            apply_errors=self._stats["apply_errors"],
+            conflicts=self._stats["conflicts"],
+            duplicate_requests=self._stats["duplicates"],
+            refused_writes=self._stats["refused"],
+            max_parallel=self._max_parallel_requested,
+            restarted=self._restarted,
+        )
+
+    # ----------------------------------------------------------------- writes
+
+    async def apply_fn(self, token: str, request_id: str, fn: Callable[[Any], Any]) -> int:
+        self._check_writable(token)
+        async with self._write_lock:
+            recorded = self._recorded(request_id)
+            if recorded is not None:
+                return recorded
+            base_version, base = self._head
+            try:
+                new_state = await asyncio.get_running_loop().run_in_executor(self._fn_executor, _run_fn, fn, base)
+            except BaseException:
+                self._stats["apply_errors"] += 1
+                raise
+            ack = self._stage(new_state, "fn", None, request_id, base)
+            if self._spec.durability != "batch":
+                await self._await_durable(ack)
+        if self._spec.durability == "batch":
+            await self._await_durable(ack)
+        return ack[0]
+
+    async def apply_batch(
+        self, token: str, request_id: str, transitions: tuple[StateTransition, ...], expected_version: int | None
+    ) -> int:
+        self._check_writable(token)
+        async with self._write_lock:
+            recorded = self._recorded(request_id)
+            if recorded is not None:
+                return recorded
+            base_version, base = self._head
+            if expected_version is not None and expected_version != base_version:
+                self._stats["conflicts"] += 1
+                raise VersionConflict(expected_version, base_version)
+            if not isinstance(base, AgentState):
+                raise TypeError(
+                    f"apply_batch needs a state that is an AgentState (or a subclass); this orchestrator holds "
+                    f"{type(base).__name__}. Use apply(fn) instead."
+                )
+            try:
+                new_state = reduce(base, transitions)
+            except BaseException:
+                self._stats["apply_errors"] += 1
+                raise
+            ack = self._stage(new_state, "batch", transitions, request_id, base)
+            if self._spec.durability != "batch":
+                await self._await_durable(ack)
+        if self._spec.durability == "batch":
+            await self._await_durable(ack)
+        return ack[0]
+
+    async def set_max_parallel(self, token: str, n: int) -> int:
+        self._check_writable(token)
+        self._max_parallel_requested = n
+        return n
+
+    async def close(self, token: str) -> None:
+        self._check_token(token)
+        if self._closed:
+            return
+        async with self._write_lock:
+            self._closed = True
+            self._new_event.set()
+            if self._checkpoint_task is not None:
+                await self._checkpoint_task
+            if self._store is not None:
+                await asyncio.get_running_loop().run_in_executor(self._io_executor, self._store.close)
+        self._fn_executor.shutdown(wait=False)
+        self._io_executor.shutdown(wait=False)
+        self._log.info("closed at version %d", self._committed[0])
+
+    # --------------------------------------------------------------- internals
+
+    def _check_token(self, token: str) -> None:
+        if not hmac.compare_digest(str(token or ""), self._token):
+            self._stats["refused"] += 1
+            self._log.warning("refused a write without the owner's token")
+            raise WriteRefused(
+                f"orchestrator {self._spec.display_name!r} refused a write: writes need the owner's token. "
+                "Only the handle that created the orchestrator (or one it delegated with Orchestrator.delegate()) may write; "
+                "subagents and coordinators return outputs for the owner to apply."
+            )
+
+    def _check_writable(self, token: str) -> None:
+        self._check_token(token)
+        if self._closed:
+            raise OrchestratorClosed(f"orchestrator {self._spec.display_name!r} is closed; attach to it again to write")
+
+    def _recorded(self, request_id: str) -> int | None:
+        version = self._requests.get(request_id)
+        if version is None and self._store is not None:
+            version = self._store.find_request(self._name, request_id)
+        if version is not None:
+            self._stats["duplicates"] += 1
+            self._log.info("request %s was already committed as version %d; not applied again", request_id, version)
+        return version
+
+    def _remember(self, request_id: str, version: int) -> None:
+        self._requests[request_id] = version
+        if len(self._requests) > _REQUEST_MEMORY:
+            self._requests.popitem(last=False)
+
+    def _stage(
+        self,
+        new_state: BaseModel,
+        kind: ChangeKind,
+        transitions: tuple[StateTransition, ...] | None,
+        request_id: str,
+        base: BaseModel,
+    ) -> tuple[int, BaseModel, Change, Future[None] | None]:
+        """Make ``new_state`` the head and queue its journal entry; not yet visible."""
+        version = self._head[0] + 1
+        change = Change(seq=0, version=version, kind=kind, transitions=transitions, at=time.time())
+        durable: Future[None] | None = None
+        if self._store is not None:
+            from actors._recovery import journal_entry
+
+            durable = self._store.append(self._name, [journal_entry(version, request_id, kind, transitions, base, new_state)])
+        self._head = (version, new_state)
+        self._remember(request_id, version)
+        self._stats["applies"] += 1
+        return version, new_state, change, durable
+
+    async def _await_durable(self, ack: tuple[int, BaseModel, Change, Future[None] | None]) -> None:
+        version, state, change, durable = ack
+        if durable is not None:
+            try:
+                await asyncio.wrap_future(durable)
+            except BaseException:
+                self._rollback_after_failed_write(version)
+                raise
+        self._acked[version] = (state, change)
+        while (nxt := self._committed[0] + 1) in self._acked:
+            state, change = self._acked.pop(nxt)
+            self._committed = (nxt, state)
+            self._append_event(change)
+        self._maybe_checkpoint()
+
+    def _rollback_after_failed_write(self, version: int) -> None:
+        # The journal refused this version, so every later staged version is refused too
+        # (the store rejects gaps). Fall back to the last durable state.
+        self._stats["apply_errors"] += 1
+        for request_id, v in list(self._requests.items()):
+            if v >= version:
+                del self._requests[request_id]
+        if self._head[0] >= version:
+            self._head = self._committed
+        self._log.error("journal write for version %d failed; state stays at version %d", version, self._committed[0])
+
+    def _append_event(self, change: Change) -> None:
+        self._seq += 1
+        self._changes.append(change.model_copy(update={"seq": self._seq}))
+        self._new_event.set()
+        self._new_event = asyncio.Event()
+
+    def _maybe_checkpoint(self) -> None:
+        every = self._spec.checkpoint_every
+        if self._store is None or not every or self._closed:
+            return
+        version, state = self._committed
+        if version - self._last_checkpoint < every or (self._checkpoint_task and not self._checkpoint_task.done()):
+            return
+        self._last_checkpoint = version
+        store, name = self._store, self._name
+
+        def write() -> None:
+            store.put_checkpoint(name, version, state.model_dump(mode="json"))
+            store.compact(name)
+
+        async def run() -> None:
+            try:
+                await asyncio.get_running_loop().run_in_executor(self._io_executor, write)
+            except Exception:  # the journal still holds everything; recovery just replays more
+                self._log.exception("checkpoint at version %d failed; recovery will replay the journal instead", version)
+
+        self._checkpoint_task = asyncio.get_running_loop().create_task(run())
+
+
+def _run_fn(fn: Callable[[Any], Any], base: BaseModel) -> BaseModel:
+    """Run a user ``fn`` on a private deep copy and return the validated new state.
+
+    ``fn`` may mutate its argument in place, or return a new instance of the state type.
+    Re-validating through JSON catches wrong types assigned to fields and values that are not
+    JSON-clean (which a durable run could not journal). ``base`` is never touched.
+    """
+    working = base.model_copy(deep=True)
+    result = fn(working)
+    if inspect.isawaitable(result):
+        result = asyncio.run(_await(result))
+    if isinstance(result, BaseModel):
+        if type(result) is not type(base):
+            raise TypeError(f"apply fn returned a {type(result).__name__}; return None or a {type(base).__name__}")
+        working = result
+    return type(base).model_validate_json(working.model_dump_json())
+
+
+async def _await(awaitable: Any) -> Any:
+    return await awaitable

@@ -1,0 +1,146 @@
+"""Journal entries and recovery for durable orchestrators.
+
+A committed ``apply_batch`` is journalled as its transitions (replayed through ``reduce``);
+a committed ``apply(fn)`` as a JSON diff of the state (``fn`` itself is never re-run, it may
+not be deterministic). Recovery loads the newest checkpoint and replays the journal after
+it, so a restarted actor resumes at exactly the last acknowledged version.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from typing import Any
+
+import cloudpickle
+import ray
+from pydantic import BaseModel
+
+from actors.changes import Change, ChangeKind
+from actors.spec import RunSpec
+from cluster.storage import JournalEntry, RunInfo, StoreCorrupted, Store
+from cluster.storage.diff import apply_diff, diff_states
+from coordinators import StateTransition, reduce
+
+__all__ = ["journal_entry", "restore_or_create", "stored_run_spec"]
+
+
+def journal_entry(
+    version: int,
+    request_id: str,
+    kind: ChangeKind,
+    transitions: tuple[StateTransition, ...] | None,
+    base: BaseModel,
+    new_state: BaseModel,
+) -> JournalEntry:
+    """The journal row for one committed write."""
+    if kind == "batch":
+        payload: Any = [t.model_dump(mode="json") for t in transitions or ()]
+    else:
+        payload = diff_states(base.model_dump(mode="json"), new_state.model_dump(mode="json"))
+    return JournalEntry(version=version, request_id=request_id, kind=kind, payload=payload, created_at=time.time())
+
+
+def _pickled(value: Any) -> str:
+    return base64.b64encode(cloudpickle.dumps(value)).decode("ascii")
+
+
+def _unpickled(text: str, what: str, store_path: str | None) -> Any:
+    try:
+        return cloudpickle.loads(base64.b64decode(text))
+    except Exception as exc:
+        raise StoreCorrupted(f"{store_path}: the stored {what} cannot be loaded ({type(exc).__name__}: {exc})") from exc
+
+
+def restore_or_create(store: Store, spec: RunSpec) -> tuple[int, BaseModel, list[tuple[str, int]], list[Change]]:
+    """Load the run from ``store`` (checkpoint + journal), or create it from ``spec.initial``.
+
+    Returns the version, the state, the request ids seen since the checkpoint and the
+    replayed changes (for subscribers). A restarted actor whose run is missing from the store
+    is an error, never a silently fresh state.
+    """
+    info = store.get_run(spec.name)
+    if info is None:
+        if ray.get_runtime_context().was_current_actor_reconstructed:
+            raise StoreCorrupted(
+                f"{store.path}: run {spec.name!r} is missing from the store after a restart; refusing to start from an empty state"
+            )
+        store.create_run(
+            RunInfo(
+                name=spec.name,
+                state_type=f"{type(spec.initial).__module__}.{type(spec.initial).__qualname__}",
+                created_at=time.time(),
+                owner_token=spec.token,
+                metadata={
+                    "state_class": _pickled(type(spec.initial)),
+                    "caller": _pickled(spec.caller),
+                    "max_parallel": spec.max_parallel,
+                    "semaphore_scope": spec.semaphore_scope,
+                    "checkpoint_every": spec.checkpoint_every,
+                },
+            ),
+            spec.initial.model_dump(mode="json"),
+        )
+        return 0, spec.initial, [], []
+    state_type = type(spec.initial)
+    checkpoint, entries = store.load(spec.name)
+    state = _validated(state_type, checkpoint.state, store, f"checkpoint at version {checkpoint.version}")
+    version = checkpoint.version
+    requests: list[tuple[str, int]] = []
+    changes: list[Change] = []
+    for entry in entries:
+        if entry.version != version + 1:
+            raise StoreCorrupted(f"{store.path}: journal of run {spec.name!r} jumps from version {version} to {entry.version}")
+        if entry.kind == "batch":
+            try:
+                transitions = tuple(StateTransition.model_validate(t) for t in entry.payload)
+                state = reduce(state, transitions)
+            except Exception as exc:
+                raise StoreCorrupted(
+                    f"{store.path}: journal entry {entry.version} of run {spec.name!r} does not replay: {exc}"
+                ) from exc
+        else:
+            transitions = None
+            doc = apply_diff(state.model_dump(mode="json"), entry.payload)
+            state = _validated(state_type, doc, store, f"journal entry {entry.version}")
+        version = entry.version
+        requests.append((entry.request_id, version))
+        changes.append(Change(seq=0, version=version, kind=entry.kind, transitions=transitions, at=entry.created_at))
+    return version, state, requests, changes
+
+
+def _validated(state_type: type[BaseModel], doc: Any, store: Store, what: str) -> BaseModel:
+    try:
+        return state_type.model_validate(doc)
+    except Exception as exc:
+        raise StoreCorrupted(f"{store.path}: the {what} does not validate as {state_type.__name__}: {exc}") from exc
+
+
+def stored_run_spec(store_spec: Any, name: str, durability: str) -> RunSpec:
+    """Rebuild the ``RunSpec`` of a stored run, to restart it in a new actor."""
+    from cluster.storage import open_store
+
+    store = open_store(store_spec, durability=durability)
+    try:
+        info = store.get_run(name)
+        if info is None:
+            raise LookupError(f"no stored run named {name!r} in {store.path}")
+        meta = info.metadata
+        state_type = _unpickled(meta["state_class"], "state type", store.path)
+        checkpoint, _ = store.load(name)
+        initial = _validated(state_type, checkpoint.state, store, f"checkpoint at version {checkpoint.version}")
+        return RunSpec(
+            name=name,
+            named=True,
+            token=info.owner_token,
+            initial=initial,
+            store=store_spec,
+            durability=durability,  # type: ignore[arg-type]
+            max_parallel=int(meta.get("max_parallel", 4)),
+            caller=_unpickled(meta["caller"], "caller", store.path),
+            semaphore_scope=str(meta.get("semaphore_scope") or f"orch:{name}"),
+            checkpoint_every=int(meta.get("checkpoint_every", 1_000)),
+        )
+    finally:
+        if store is not store_spec:
+            store.close()

@@ -1,0 +1,99 @@
+"""Connecting to Ray: an embedded local instance by default, an existing cluster by address.
+
+soloist never asks the user to start Ray by hand. ``connect()`` is idempotent: when this
+process is already connected it returns a description of that connection and changes
+nothing, exactly as ``ray.init`` does with ``ignore_reinit_error``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import ray
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["ClusterInfo", "connect", "ensure_connected", "SOLOIST_NAMESPACE"]
+
+_log = logging.getLogger(__name__)
+
+#: Every named actor soloist creates (orchestrators, semaphores, pools) lives here, so that
+#: drivers started in different Ray namespaces still find each other's runs.
+SOLOIST_NAMESPACE = "soloist"
+
+# Embedded Ray is sized for small machines: the object store is the part that hurts most
+# when left at Ray's default (30% of RAM), so cap it unless the user says otherwise.
+_EMBEDDED_OBJECT_STORE_BYTES = 512 * 1024 * 1024
+
+
+class ClusterInfo(BaseModel):
+    """What this process is connected to."""
+
+    model_config = ConfigDict(frozen=True)
+
+    address: str
+    embedded: bool
+    namespace: str | None
+    nodes: int
+    cpus: float
+
+
+def _describe(embedded: bool) -> ClusterInfo:
+    ctx = ray.get_runtime_context()
+    resources = ray.cluster_resources()
+    return ClusterInfo(
+        address=ctx.gcs_address,
+        embedded=embedded,
+        namespace=ctx.namespace,
+        nodes=sum(1 for n in ray.nodes() if n.get("Alive")),
+        cpus=float(resources.get("CPU", 0.0)),
+    )
+
+
+def connect(
+    address: str | None = None,
+    *,
+    num_cpus: int | None = None,
+    object_store_memory: int | None = None,
+    namespace: str | None = None,
+    log_to_driver: bool = True,
+    **ray_init_kwargs: Any,
+) -> ClusterInfo:
+    """Connect this process to Ray and describe the connection.
+
+    ``address=None`` starts an embedded local Ray (no dashboard, a small object store) unless
+    ``RAY_ADDRESS`` is set; ``"auto"`` joins the cluster started on this machine by ``ray
+    start``; ``"ray://host:port"`` uses Ray Client; ``"host:port"`` joins a GCS directly.
+    Already connected: returns the current connection (arguments are ignored, as in Ray).
+    """
+    if address is not None and not isinstance(address, str):
+        raise TypeError(f"connect(address=...) takes a string such as 'auto' or 'ray://host:10001', got {type(address).__name__}")
+    if address is not None and not address.strip():
+        raise ValueError("connect(address=...) got an empty string; pass None for an embedded local Ray or 'auto' for a running cluster")
+    if ray.is_initialized():
+        return _describe(embedded=False)
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    embedded = address is None
+    kwargs: dict[str, Any] = dict(ray_init_kwargs)
+    kwargs.setdefault("log_to_driver", log_to_driver)
+    if namespace is not None:
+        kwargs["namespace"] = namespace
+    if embedded:
+        kwargs.setdefault("include_dashboard", False)
+        kwargs["num_cpus"] = num_cpus if num_cpus is not None else max(2, os.cpu_count() or 2)
+        kwargs["object_store_memory"] = object_store_memory or _EMBEDDED_OBJECT_STORE_BYTES
+        ray.init(**kwargs)
+    else:
+        if num_cpus is not None or object_store_memory is not None:
+            raise ValueError("num_cpus and object_store_memory size an embedded Ray; a cluster joined by address keeps its own resources")
+        ray.init(address=address, **kwargs)
+    info = _describe(embedded=embedded)
+    _log.info("connected to Ray at %s (%s, %d node(s))", info.address, "embedded" if embedded else "cluster", info.nodes, extra={"component": "cluster"})
+    return info
+
+
+def ensure_connected() -> None:
+    """Start an embedded Ray on first use when nothing is connected, as Ray itself does."""
+    if not ray.is_initialized():
+        connect()

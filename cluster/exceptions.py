@@ -1,0 +1,45 @@
+"""Errors raised by the ``cluster`` package, one class per meaning.
+
+Setup errors subclass ``ValueError``; runtime errors subclass ``RuntimeError``.
+Each docstring starts with when the error is raised, so callers can decide what to catch.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "SemaphoreConfigConflict",
+    "SemaphoreTimeout",
+    "SemaphoreUnavailable",
+]
+
+
+class SemaphoreTimeout(RuntimeError):
+    """Raised when ``ClusterSemaphore.acquire`` is not granted a permit within its timeout.
+
+    No permit is held when this is raised: the parked request has been withdrawn.
+    """
+
+    def __init__(self, scope: str, limit: int, timeout: float) -> None:
+        self.scope = scope
+        self.limit = limit
+        self.timeout = timeout
+        super().__init__(
+            f"semaphore {scope!r}: no permit granted within timeout={timeout:g}s "
+            f"(limit={limit})"
+        )
+
+    def __reduce__(self) -> tuple[type[SemaphoreTimeout], tuple[str, int, float]]:
+        """Pickle by the constructor arguments (the error crosses process boundaries)."""
+        return (type(self), (self.scope, self.limit, self.timeout))
+
+
+class SemaphoreUnavailable(RuntimeError):
+    """Raised when the semaphore's actor cannot be reached: Ray is not initialised, the actor
+    was destroyed or died permanently, or it stayed unreachable longer than the retry budget.
+    """
+
+
+class SemaphoreConfigConflict(ValueError):
+    """Raised when a ``ClusterSemaphore`` is opened on a scope whose live actor was created
+    with a different ``permits`` or ``ttl_s``; one scope has exactly one configuration.
+    """

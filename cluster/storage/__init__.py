@@ -1,0 +1,73 @@
+"""Durable storage of runs: the store interface, SQLite and in-memory stores, state diffs.
+
+Pure Python (no Ray): the orchestrator actor calls a store from its event loop, so
+``append`` never blocks on disk and everything else should run in a worker thread.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .base import (
+    AgentRecordRow,
+    Checkpoint,
+    Durability,
+    JournalEntry,
+    RunInfo,
+    Store,
+    StoreStatistics,
+)
+from .diff import apply_diff, diff_states
+from .errors import (
+    DuplicateRequest,
+    JournalGap,
+    RunExists,
+    RunNotFound,
+    SchemaTooNew,
+    StoreClosed,
+    StoreCorrupted,
+    StoreError,
+    StoreReadOnly,
+    StoreWriteFailed,
+)
+from .memory import MemoryStore
+from .sqlite import SCHEMA_VERSION, SqliteStore
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "AgentRecordRow",
+    "Checkpoint",
+    "DuplicateRequest",
+    "Durability",
+    "JournalEntry",
+    "JournalGap",
+    "MemoryStore",
+    "RunExists",
+    "RunInfo",
+    "RunNotFound",
+    "SchemaTooNew",
+    "SqliteStore",
+    "Store",
+    "StoreClosed",
+    "StoreCorrupted",
+    "StoreError",
+    "StoreReadOnly",
+    "StoreStatistics",
+    "StoreWriteFailed",
+    "apply_diff",
+    "diff_states",
+    "open_store",
+]
+
+
+def open_store(
+    spec: str | os.PathLike[str] | Store | None, *, durability: Durability = "sync"
+) -> Store | None:
+    """None -> None (no storage); a store -> itself; a path -> a :class:`SqliteStore`."""
+    if spec is None:
+        return None
+    if isinstance(spec, (str, os.PathLike)):
+        return SqliteStore(spec, durability=durability)
+    if isinstance(spec, Store):
+        return spec
+    raise TypeError(f"store must be a path, a Store or None, not {type(spec).__name__}")

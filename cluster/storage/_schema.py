@@ -1,0 +1,113 @@
+"""The SQLite file format of a store: schema, connections, checks, error translation.
+
+Kept apart from :mod:`.sqlite` so the store module reads as the store's behaviour. An
+existing file is checked read-only, in this order: the SQLite header, the schema version,
+``PRAGMA quick_check``, then that it is a soloist store.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from urllib.parse import quote
+
+from .errors import SchemaTooNew, StoreCorrupted, StoreError, StoreReadOnly, StoreWriteFailed
+
+SCHEMA_VERSION = 1
+APPLICATION_ID = 0x736F6C6F  # "solo": marks the file as a soloist store
+_MAGIC = b"SQLite format 3\x00"
+_TABLES = ("runs", "checkpoints", "journal", "requests", "agents")
+_SCHEMA = f"""
+BEGIN IMMEDIATE;
+CREATE TABLE IF NOT EXISTS runs(name TEXT PRIMARY KEY, state_type TEXT NOT NULL, created_at REAL NOT NULL,
+                  owner_token TEXT NOT NULL, metadata TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS checkpoints(run TEXT NOT NULL, version INTEGER NOT NULL, state TEXT NOT NULL,
+                         created_at REAL NOT NULL, PRIMARY KEY (run, version));
+CREATE TABLE IF NOT EXISTS journal(run TEXT NOT NULL, version INTEGER NOT NULL, request_id TEXT NOT NULL,
+                     kind TEXT NOT NULL, payload TEXT NOT NULL, created_at REAL NOT NULL,
+                     PRIMARY KEY (run, version));
+CREATE TABLE IF NOT EXISTS requests(run TEXT NOT NULL, request_id TEXT NOT NULL, version INTEGER NOT NULL,
+                      PRIMARY KEY (run, request_id));
+CREATE INDEX IF NOT EXISTS requests_by_version ON requests(run, version);
+CREATE TABLE IF NOT EXISTS agents(run TEXT NOT NULL, agent_id TEXT NOT NULL, record TEXT NOT NULL,
+                    updated_at REAL NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (run, agent_id));
+CREATE INDEX IF NOT EXISTS agents_by_seq ON agents(run, seq);
+PRAGMA application_id = {APPLICATION_ID};
+PRAGMA user_version = {SCHEMA_VERSION};
+COMMIT;
+"""
+
+
+def open_connection(path: str, *, writer: bool) -> sqlite3.Connection:
+    """Open an autocommit connection: read-write-create for the writer, read-only otherwise."""
+    mode = "rwc" if writer else "ro"
+    return sqlite3.connect(
+        f"file:{quote(path)}?mode={mode}",
+        uri=True,
+        isolation_level=None,
+        check_same_thread=False,
+        timeout=10.0,
+    )
+
+
+def translate(exc: sqlite3.Error, path: str, *, writing: bool) -> StoreError:
+    """Map a SQLite error to the store error that names the file and the problem."""
+    name = getattr(exc, "sqlite_errorname", "")
+    text = f"{exc} ({name})" if name else str(exc)
+    if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or "malformed" in str(exc):
+        return StoreCorrupted(path=path, problem=text)
+    if name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM")) or "readonly" in str(exc):
+        return StoreReadOnly(path=path, problem=text)
+    if writing:
+        return StoreWriteFailed(path=path, problem=text)
+    return StoreError(f"could not read store {path}: {text}", path=path)
+
+
+def open_writer(path: str, opener: Callable[..., sqlite3.Connection]) -> sqlite3.Connection:
+    """The write connection in WAL/FULL mode, with the schema created on a new file."""
+    try:
+        conn = opener(path, writer=True)
+        try:
+            (mode,) = conn.execute("PRAGMA journal_mode=WAL").fetchone()
+            conn.execute("PRAGMA synchronous=FULL")
+            if mode.lower() != "wal":
+                raise StoreWriteFailed(path=path, problem=f"cannot enable WAL (journal mode {mode})")
+            if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'runs'").fetchone():
+                conn.executescript(_SCHEMA)  # one transaction: tables, ids, schema version
+        except BaseException:
+            conn.close()
+            raise
+    except sqlite3.Error as exc:
+        raise translate(exc, path, writing=True) from exc
+    return conn
+
+
+def validate_file(path: str, opener: Callable[..., sqlite3.Connection]) -> None:
+    """Check an existing file, read-only: header, schema version, quick_check, tables."""
+    with open(path, "rb") as handle:
+        header = handle.read(100)
+    if len(header) < 100 or not header.startswith(_MAGIC):
+        raise StoreCorrupted(path=path, problem="not a SQLite database (bad or short header)")
+    try:
+        conn = opener(path, writer=False)
+        try:
+            (found,) = conn.execute("PRAGMA user_version").fetchone()
+            if found > SCHEMA_VERSION:
+                raise SchemaTooNew(path=path, found=found, supported=SCHEMA_VERSION)
+            (app,) = conn.execute("PRAGMA application_id").fetchone()
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            problems = [r[0] for r in conn.execute("PRAGMA quick_check(5)")]
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:  # "file is not a database", "disk image is malformed", ...
+        raise translate(exc, path, writing=False) from exc
+    if problems != ["ok"]:
+        raise StoreCorrupted(path=path, problem="quick_check failed: " + "; ".join(problems))
+    if not tables:
+        return  # an empty SQLite file: the writer creates the schema
+    missing = [t for t in _TABLES if t not in tables]
+    if app != APPLICATION_ID or found != SCHEMA_VERSION or missing:
+        raise StoreCorrupted(
+            path=path,
+            problem=f"not a soloist store (application_id {app}, schema {found}, missing tables {missing})",
+        )

@@ -1,0 +1,194 @@
+"""The store interface and the records it holds.
+
+A store keeps, per run (one orchestrator, named by a string): its :class:`RunInfo`, the
+last two :class:`Checkpoint`\\ s, the journal of committed changes since (one
+:class:`JournalEntry` per version, versions strictly consecutive) and the run's
+managed-agent records. Restart = latest checkpoint + every journal entry after it.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .errors import DuplicateRequest, JournalGap
+
+Durability = Literal["sync", "batch", "exit"]
+"""``sync``: the orchestrator waits for each append to be durable before the next write.
+``batch``: it pipelines appends and waits only when asked (both share the group-commit
+writer). ``exit``: entries stay in memory until ``flush``/``close`` (lost on a crash)."""
+
+KEEP_CHECKPOINTS = 2
+
+
+class JournalEntry(BaseModel):
+    """One committed change: the transitions of a batch, or the state diff of an ``fn``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    version: int
+    request_id: str
+    kind: Literal["batch", "fn"]
+    payload: Any
+    created_at: float
+
+
+class Checkpoint(BaseModel):
+    """A full state (``model_dump(mode="json")``) as of ``version``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    version: int
+    state: dict[str, Any]
+    created_at: float
+
+
+class RunInfo(BaseModel):
+    """A run's identity. ``owner_token`` is the capability to write: never log it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    state_type: str
+    created_at: float
+    owner_token: str = Field(repr=False)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class AgentRecordRow(BaseModel):
+    """A managed-agent record as stored; ``seq`` is the run's write counter at its last put."""
+
+    model_config = ConfigDict(frozen=True)
+
+    agent_id: str
+    record: dict[str, Any]
+    updated_at: float
+    seq: int
+
+
+class StoreStatistics(BaseModel):
+    """Counters of one store. ``commits`` counts write operations (an append call, a
+    checkpoint, ...); ``fsync_batches`` the transactions that carried them."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str | None
+    durability: Durability | None
+    journal_rows: int
+    checkpoints: int
+    commits: int
+    fsync_batches: int
+    mean_batch_size: float
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Durable storage of runs. Reads block on disk: call them off the event loop."""
+
+    path: str | None
+
+    def create_run(self, info: RunInfo, initial_state: dict[str, Any]) -> None:
+        """Durably store the run and its checkpoint at version 0; ``RunExists`` if present."""
+
+    def get_run(self, name: str) -> RunInfo | None:
+        """The run's info, or None."""
+
+    def list_runs(self) -> list[RunInfo]:
+        """Every run, oldest first."""
+
+    def append(
+        self, run: str, entries: Sequence[JournalEntry]
+    ) -> concurrent.futures.Future[None]:
+        """Enqueue entries (first version = last+1, consecutive); the future resolves once
+        they are durable or fails (``JournalGap``, ``DuplicateRequest``, write errors).
+        Never blocks on disk; thread-safe."""
+        ...
+
+    def flush(self) -> None:
+        """Block until everything enqueued so far is durable."""
+
+    def find_request(self, run: str, request_id: str) -> int | None:
+        """The version committed with ``request_id`` (also after compaction), or None."""
+
+    def load(self, run: str) -> tuple[Checkpoint, list[JournalEntry]]:
+        """The latest checkpoint and every later journal entry, in order; ``JournalGap`` on a hole."""
+        ...
+
+    def put_checkpoint(self, run: str, version: int, state: dict[str, Any]) -> None:
+        """Durably store a checkpoint at ``version`` (<= last journal version); keep the last 2."""
+
+    def compact(self, run: str) -> int:
+        """Delete journal rows covered by the latest checkpoint; return how many."""
+        ...
+
+    def put_agent(self, run: str, agent_id: str, record: dict[str, Any]) -> AgentRecordRow:
+        """Durably upsert an agent record with the run's next ``seq``."""
+        ...
+
+    def get_agent(self, run: str, agent_id: str) -> AgentRecordRow | None:
+        """One agent record, or None."""
+
+    def list_agents(self, run: str) -> list[AgentRecordRow]:
+        """The run's agent records in ``seq`` order (least recently written first)."""
+        ...
+
+    def statistics(self) -> StoreStatistics:
+        """Counters for metrics and ``soloist status``."""
+        ...
+
+    def close(self) -> None:
+        """Flush and release resources; idempotent."""
+
+
+def dump_json(value: Any, what: str) -> str:
+    """Encode a JSON-clean value compactly; ``ValueError`` naming ``what`` otherwise."""
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what} is not JSON-clean: {exc}") from exc
+
+
+def check_entries(
+    path: str | None,
+    run: str,
+    last: int,
+    entries: Sequence[JournalEntry],
+    committed: Callable[[str], int | None],
+) -> None:
+    """Raise ``JournalGap``/``DuplicateRequest`` unless ``entries`` continue ``last`` with
+    fresh request ids. ``committed`` looks up the version a request id was stored with."""
+    seen: dict[str, int] = {}
+    expected = last + 1
+    for entry in entries:
+        if entry.version != expected:
+            raise JournalGap(
+                path=path,
+                run=run,
+                missing=expected,
+                detail=f"append of version {entry.version} after version {expected - 1}",
+            )
+        previous = seen.get(entry.request_id)
+        if previous is None:
+            previous = committed(entry.request_id)
+        if previous is not None:
+            raise DuplicateRequest(
+                path=path, run=run, request_id=entry.request_id, version=previous
+            )
+        seen[entry.request_id] = entry.version
+        expected += 1
+
+
+def check_tail(path: str | None, run: str, base: int, entries: Sequence[JournalEntry]) -> None:
+    """Raise ``JournalGap`` unless ``entries`` are exactly versions base+1, base+2, ..."""
+    for offset, entry in enumerate(entries, start=1):
+        if entry.version != base + offset:
+            raise JournalGap(
+                path=path,
+                run=run,
+                missing=base + offset,
+                detail=f"checkpoint at version {base}, next stored entry is {entry.version}",
+            )

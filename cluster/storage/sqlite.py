@@ -1,0 +1,364 @@
+"""The SQLite store: one file, WAL mode, ``synchronous=FULL``, a group-commit writer.
+
+Every write (appends, checkpoints, agent records, new runs) is an operation for the
+:class:`~._writer.GroupCommitWriter`, whose thread owns the only write connection and
+commits whatever is queued in one transaction (one fsync). Readers use one read-only
+connection per thread. Opening an existing file checks it first, read-only
+(:func:`~._schema.validate_file`); a bad file raises and is never written to.
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from ._schema import SCHEMA_VERSION, open_connection, open_writer, translate, validate_file
+from ._writer import GroupCommitWriter
+from .base import (
+    KEEP_CHECKPOINTS,
+    AgentRecordRow,
+    Checkpoint,
+    Durability,
+    JournalEntry,
+    RunInfo,
+    StoreStatistics,
+    check_entries,
+    check_tail,
+    dump_json,
+)
+from .errors import JournalGap, RunExists, RunNotFound, StoreClosed, StoreCorrupted, StoreReadOnly
+
+__all__ = ["SCHEMA_VERSION", "SqliteStore"]
+
+logger = logging.getLogger(__name__)
+_LOG = {"component": "store"}
+
+
+def _open_connection(path: str, *, writer: bool) -> sqlite3.Connection:
+    """Open a connection; tests replace this hook to simulate read-only files or full disks."""
+    return open_connection(path, writer=writer)
+
+
+class SqliteStore:
+    """A durable store in one SQLite file.
+
+    ``durability`` ``"sync"`` and ``"batch"`` behave the same here: both go through the
+    group-commit writer and an append's future resolves once its rows are fsynced; the
+    orchestrator waits for each future (sync) or pipelines them (batch). With ``"exit"``,
+    appends are kept in memory, their futures resolve at once, and they are written at
+    ``flush()``, ``close()`` or interpreter exit, and before any checkpoint, compaction or
+    journal read. Risk: a crash or kill loses every entry since the last flush, and append
+    errors (gaps, duplicates, full disk) surface only from ``flush()``/``close()``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, durability: Durability = "sync") -> None:
+        if durability not in ("sync", "batch", "exit"):
+            raise ValueError(f"durability must be 'sync', 'batch' or 'exit', not {durability!r}")
+        self.path: str | None = os.path.abspath(os.fspath(path))
+        self._file: str = self.path
+        self.durability: Durability = durability
+        self._lock = threading.Lock()  # guards _closed, _pending and _readers
+        self._closed = False  # set once by close(); reads and writes then raise StoreClosed
+        self._pending: list[tuple[str, list[JournalEntry], list[tuple[Any, ...]]]] = []  # exit mode
+        self._readers: list[sqlite3.Connection] = []  # every thread's read connection
+        self._local = threading.local()
+        existing = os.path.exists(self._file) and os.path.getsize(self._file) > 0
+        if existing:
+            validate_file(self._file, _open_connection)
+        else:
+            try:
+                os.makedirs(os.path.dirname(self._file), exist_ok=True)
+            except OSError as exc:
+                raise StoreReadOnly(path=self._file, problem=f"cannot create directory: {exc}") from exc
+        self._writer = GroupCommitWriter(self._file, lambda: open_writer(self._file, _open_connection))
+        atexit.register(self.close)
+        logger.info(
+            "opened store %s (%s, durability=%s)", self._file, "existing" if existing else "new", durability, extra=_LOG
+        )
+
+    # -- writes -----------------------------------------------------------------------
+
+    def create_run(self, info: RunInfo, initial_state: dict[str, Any]) -> None:
+        """Durably store the run and its checkpoint at version 0; ``RunExists`` if present."""
+        state = dump_json(initial_state, "initial state")
+        meta = dump_json(info.metadata, "run metadata")
+
+        def op(conn: sqlite3.Connection) -> None:
+            if conn.execute("SELECT 1 FROM runs WHERE name = ?", (info.name,)).fetchone():
+                raise RunExists(path=self._file, run=info.name)
+            conn.execute(
+                "INSERT INTO runs VALUES (?, ?, ?, ?, ?)",
+                (info.name, info.state_type, info.created_at, info.owner_token, meta),
+            )
+            conn.execute("INSERT INTO checkpoints VALUES (?, 0, ?, ?)", (info.name, state, time.time()))
+
+        self._writer.submit(op).result()
+
+    def append(self, run: str, entries: Sequence[JournalEntry]) -> concurrent.futures.Future[None]:
+        """Enqueue entries; the future resolves once they are fsynced (see class docstring)."""
+        entries = list(entries)
+        rows = [
+            (run, e.version, e.request_id, e.kind, dump_json(e.payload, f"payload of version {e.version}"), e.created_at)
+            for e in entries
+        ]
+        if self.durability == "exit":
+            with self._lock:
+                if not self._closed:
+                    self._pending.append((run, entries, rows))
+                    done: concurrent.futures.Future[None] = concurrent.futures.Future()
+                    done.set_result(None)
+                    return done
+        return self._writer.submit(lambda conn: self._write_entries(conn, run, entries, rows))
+
+    def flush(self) -> None:
+        """Block until everything enqueued is durable (exit mode: raise its first error)."""
+        self._drain_pending()
+        self._writer.submit(None).result()
+
+    def put_checkpoint(self, run: str, version: int, state: dict[str, Any]) -> None:
+        """Durably store a checkpoint (``version`` <= last journal version); keep the last two."""
+        text = dump_json(state, f"checkpoint state of version {version}")
+        self._drain_pending()
+
+        def op(conn: sqlite3.Connection) -> None:
+            last = self._last_version(conn, run)
+            if version > last:
+                raise JournalGap(
+                    path=self._file,
+                    run=run,
+                    missing=last + 1,
+                    detail=f"checkpoint at version {version} but the journal ends at {last}",
+                )
+            conn.execute("INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?)", (run, version, text, time.time()))
+            conn.execute(
+                "DELETE FROM checkpoints WHERE run = ? AND version NOT IN "
+                "(SELECT version FROM checkpoints WHERE run = ? ORDER BY version DESC LIMIT ?)",
+                (run, run, KEEP_CHECKPOINTS),
+            )
+
+        self._writer.submit(op).result()
+
+    def compact(self, run: str) -> int:
+        """Delete journal rows covered by the latest checkpoint; request ids stay findable."""
+        self._drain_pending()
+
+        def op(conn: sqlite3.Connection) -> int:
+            self._last_version(conn, run)
+            (base,) = conn.execute("SELECT MAX(version) FROM checkpoints WHERE run = ?", (run,)).fetchone()
+            return conn.execute("DELETE FROM journal WHERE run = ? AND version <= ?", (run, base)).rowcount
+
+        removed: int = self._writer.submit(op).result()
+        return removed
+
+    def put_agent(self, run: str, agent_id: str, record: dict[str, Any]) -> AgentRecordRow:
+        """Durably upsert an agent record with the run's next ``seq``."""
+        text = dump_json(record, f"record of agent {agent_id!r}")
+
+        def op(conn: sqlite3.Connection) -> AgentRecordRow:
+            self._last_version(conn, run)
+            (seq,) = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM agents WHERE run = ?", (run,)).fetchone()
+            now = time.time()
+            conn.execute("INSERT OR REPLACE INTO agents VALUES (?, ?, ?, ?, ?)", (run, agent_id, text, now, seq))
+            return AgentRecordRow(agent_id=agent_id, record=json.loads(text), updated_at=now, seq=seq)
+
+        row: AgentRecordRow = self._writer.submit(op).result()
+        return row
+
+    # -- reads ------------------------------------------------------------------------
+
+    def get_run(self, name: str) -> RunInfo | None:
+        """The run's info, or None."""
+        with self._read() as conn:
+            row = conn.execute("SELECT * FROM runs WHERE name = ?", (name,)).fetchone()
+        return self._run_info(row) if row else None
+
+    def list_runs(self) -> list[RunInfo]:
+        """Every run, oldest first."""
+        with self._read() as conn:
+            rows = conn.execute("SELECT * FROM runs ORDER BY created_at, name").fetchall()
+        return [self._run_info(row) for row in rows]
+
+    def find_request(self, run: str, request_id: str) -> int | None:
+        """The version committed with ``request_id`` (also after compaction), or None."""
+        self._drain_pending()
+        with self._read() as conn:
+            self._require_run(conn, run)
+            row = conn.execute("SELECT version FROM requests WHERE run = ? AND request_id = ?", (run, request_id))
+            found = row.fetchone()
+        return found[0] if found else None
+
+    def load(self, run: str) -> tuple[Checkpoint, list[JournalEntry]]:
+        """The latest checkpoint and every later journal entry, in order; ``JournalGap`` on a hole."""
+        self._drain_pending()
+        with self._read(snapshot=True) as conn:
+            self._require_run(conn, run)
+            latest = conn.execute(
+                "SELECT version, state, created_at FROM checkpoints WHERE run = ? ORDER BY version DESC LIMIT 1",
+                (run,),
+            ).fetchone()
+            if latest is None:
+                raise StoreCorrupted(path=self._file, problem=f"run {run!r} has no checkpoint")
+            base, state, created = latest
+            rows = conn.execute(
+                "SELECT version, request_id, kind, payload, created_at FROM journal "
+                "WHERE run = ? AND version > ? ORDER BY version",
+                (run, base),
+            ).fetchall()
+        checkpoint = Checkpoint(
+            version=base, state=self._parse(state, f"checkpoint {base} of run {run!r}"), created_at=created
+        )
+        try:
+            entries = [
+                JournalEntry(
+                    version=v, request_id=r, kind=k, payload=self._parse(p, f"journal version {v} of run {run!r}"), created_at=c
+                )
+                for v, r, k, p, c in rows
+            ]
+        except ValueError as exc:  # pydantic rejected a row (e.g. unknown kind)
+            raise StoreCorrupted(path=self._file, problem=f"bad journal row of run {run!r}: {exc}") from exc
+        check_tail(self._file, run, base, entries)
+        return checkpoint, entries
+
+    def get_agent(self, run: str, agent_id: str) -> AgentRecordRow | None:
+        """One agent record, or None."""
+        with self._read() as conn:
+            self._require_run(conn, run)
+            row = conn.execute(
+                "SELECT agent_id, record, updated_at, seq FROM agents WHERE run = ? AND agent_id = ?", (run, agent_id)
+            ).fetchone()
+        return self._agent_row(run, row) if row else None
+
+    def list_agents(self, run: str) -> list[AgentRecordRow]:
+        """The run's agent records in ``seq`` order (least recently written first)."""
+        with self._read() as conn:
+            self._require_run(conn, run)
+            rows = conn.execute(
+                "SELECT agent_id, record, updated_at, seq FROM agents WHERE run = ? ORDER BY seq", (run,)
+            ).fetchall()
+        return [self._agent_row(run, row) for row in rows]
+
+    def statistics(self) -> StoreStatistics:
+        """Counters; ``mean_batch_size`` = operations per fsynced transaction."""
+        with self._read() as conn:
+            (journal_rows,) = conn.execute("SELECT COUNT(*) FROM journal").fetchone()
+            (checkpoints,) = conn.execute("SELECT COUNT(*) FROM checkpoints").fetchone()
+        commits, batches = self._writer.commits, self._writer.fsync_batches
+        return StoreStatistics(
+            path=self._file,
+            durability=self.durability,
+            journal_rows=journal_rows,
+            checkpoints=checkpoints,
+            commits=commits,
+            fsync_batches=batches,
+            mean_batch_size=commits / batches if batches else 0.0,
+        )
+
+    def close(self) -> None:
+        """Flush, stop the writer and close every connection; idempotent."""
+        if self._closed:
+            return
+        try:
+            self.flush()
+        finally:
+            with self._lock:
+                self._closed = True
+                readers, self._readers = self._readers, []
+            self._writer.close()
+            for conn in readers:
+                conn.close()
+            atexit.unregister(self.close)
+            logger.info("closed store %s", self._file, extra=_LOG)
+
+    def _write_entries(
+        self, conn: sqlite3.Connection, run: str, entries: list[JournalEntry], rows: list[tuple[Any, ...]]
+    ) -> None:
+        """Check that ``entries`` continue the run's journal, then insert them."""
+        last = self._last_version(conn, run)
+
+        def committed(request_id: str) -> int | None:
+            row = conn.execute("SELECT version FROM requests WHERE run = ? AND request_id = ?", (run, request_id))
+            found = row.fetchone()
+            return found[0] if found else None
+
+        check_entries(self._file, run, last, entries, committed)
+        conn.executemany("INSERT INTO journal VALUES (?, ?, ?, ?, ?, ?)", rows)
+        conn.executemany("INSERT INTO requests VALUES (?, ?, ?)", [(run, e.request_id, e.version) for e in entries])
+
+    def _last_version(self, conn: sqlite3.Connection, run: str) -> int:
+        """The run's last journal version (0 before any); ``RunNotFound`` if not stored."""
+        self._require_run(conn, run)
+        (last,) = conn.execute("SELECT COALESCE(MAX(version), 0) FROM requests WHERE run = ?", (run,)).fetchone()
+        return int(last)
+
+    def _drain_pending(self) -> None:
+        """Exit mode: write the entries kept in memory; raise the first failure."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+        futures = [self._writer.submit(lambda c, p=p: self._write_entries(c, *p)) for p in pending]
+        errors = [exc for exc in (f.exception() for f in futures) if exc is not None]
+        for extra in errors[1:]:
+            logger.error("exit-mode append failed: %s", extra, extra=_LOG)
+        if errors:
+            raise errors[0]
+
+    # -- reading helpers --------------------------------------------------------------
+
+    @contextmanager
+    def _read(self, *, snapshot: bool = False) -> Iterator[sqlite3.Connection]:
+        """This thread's read connection (one consistent snapshot with ``snapshot``)."""
+        if self._closed:
+            raise StoreClosed(path=self._file)
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            try:
+                conn = _open_connection(self._file, writer=False)
+            except sqlite3.Error as exc:
+                raise translate(exc, self._file, writing=False) from exc
+            with self._lock:
+                if self._closed:
+                    conn.close()
+                    raise StoreClosed(path=self._file)
+                self._readers.append(conn)
+            self._local.conn = conn
+        try:
+            if snapshot:
+                conn.execute("BEGIN")
+            yield conn
+        except sqlite3.Error as exc:
+            raise translate(exc, self._file, writing=False) from exc
+        finally:
+            if snapshot and conn.in_transaction:
+                conn.execute("COMMIT")
+
+    def _require_run(self, conn: sqlite3.Connection, run: str) -> None:
+        """Raise ``RunNotFound`` unless the run is stored."""
+        if not conn.execute("SELECT 1 FROM runs WHERE name = ?", (run,)).fetchone():
+            raise RunNotFound(path=self._file, run=run)
+
+    def _parse(self, text: str, where: str) -> Any:
+        """Decode a stored JSON column; ``StoreCorrupted`` naming the row if it does not parse."""
+        try:
+            return json.loads(text)
+        except (TypeError, ValueError) as exc:
+            raise StoreCorrupted(path=self._file, problem=f"{where} is not valid JSON ({exc})") from exc
+
+    def _run_info(self, row: tuple[Any, ...]) -> RunInfo:
+        """A ``runs`` row as a ``RunInfo``."""
+        name, state_type, created_at, token, metadata = row
+        meta = self._parse(metadata, f"metadata of run {name!r}")
+        return RunInfo(name=name, state_type=state_type, created_at=created_at, owner_token=token, metadata=meta)
+
+    def _agent_row(self, run: str, row: tuple[Any, ...]) -> AgentRecordRow:
+        """An ``agents`` row as an ``AgentRecordRow``."""
+        agent_id, record, updated_at, seq = row
+        parsed = self._parse(record, f"record of agent {agent_id!r} in run {run!r}")
+        return AgentRecordRow(agent_id=agent_id, record=parsed, updated_at=updated_at, seq=seq)

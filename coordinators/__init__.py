@@ -1,0 +1,32 @@
+"""soloist's pure state-passed core: transitions, batches, snapshots and the reducer.
+
+Coordinators read an immutable `ContextSnapshot` and return a `CoordinatorResult` of
+validated `StateTransition`s; `reduce` applies them all-or-nothing. Imports no Ray.
+"""
+
+from coordinators._frozen import freeze, thaw
+from coordinators.batch import TransitionBatch
+from coordinators.exceptions import TransitionError
+from coordinators.protocol import Coordinator
+from coordinators.reducer import reduce
+from coordinators.result import CoordinatorResult
+from coordinators.snapshot import ContextSnapshot
+from coordinators.state import AgentState, Message, PendingToolCall, Session
+from coordinators.transitions import StateTransition, TransitionType
+
+__all__ = [
+    "TransitionType",
+    "StateTransition",
+    "TransitionBatch",
+    "CoordinatorResult",
+    "Message",
+    "AgentState",
+    "ContextSnapshot",
+    "Coordinator",
+    "TransitionError",
+    "reduce",
+    "PendingToolCall",
+    "Session",
+    "freeze",
+    "thaw",
+]

@@ -1,0 +1,255 @@
+"""Handoffs: every behaviour of gridctl's Handoff/ParallelHandoff, plus the cluster-wide cap."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+import ray
+from pydantic import BaseModel
+
+from actors import (
+    Call,
+    CallerFailed,
+    DecodingError,
+    EmptySkill,
+    HandoffInputError,
+    NoToolCaller,
+    Orchestrator,
+    SkillRegistry,
+    TextContent,
+    ToolCallResult,
+    ToolReportedError,
+    handoff,
+    parallel_handoff,
+)
+from tests.actors._peak import NAMESPACE, SleepIn, SleepOut, new_counter, sleepy_registry
+
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
+
+
+class AddIn(BaseModel):
+    a: int
+    b: int
+
+
+class AddOut(BaseModel):
+    sum: int
+
+
+class Empty(BaseModel):
+    items: list[int] = []
+
+
+skills = SkillRegistry(replicas=2)
+
+
+@skills.skill("add")
+def add(inp: AddIn) -> AddOut:
+    return AddOut(sum=inp.a + inp.b)
+
+
+@skills.skill("fail")
+def fail(inp: AddIn) -> AddOut:
+    raise ValueError(f"cannot add {inp.a} and {inp.b}")
+
+
+class FixedCaller:
+    """A ToolCaller answering every call with one fixed result (or raising)."""
+
+    def __init__(self, result: ToolCallResult | None = None, raises: Exception | None = None) -> None:
+        self.result = result
+        self.raises = raises
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolCallResult:
+        if self.raises is not None:
+            raise self.raises
+        assert self.result is not None
+        return self.result
+
+
+@pytest.fixture(scope="module")
+def orch(ray_module):
+    o = Orchestrator(Empty(), caller=skills)
+    yield o
+    asyncio.run(o.close())
+
+
+async def test_handoff_round_trips_a_typed_input_and_output(orch):
+    assert await handoff(orch, Call("add", AddIn(a=2, b=3)), AddOut) == AddOut(sum=5)
+
+
+async def test_handoff_accepts_a_dict_input(orch):
+    assert (await handoff(orch, Call("add", {"a": 1, "b": 1}), AddOut)).sum == 2
+
+
+async def test_handoff_treats_none_input_as_an_empty_object(orch):
+    captured = Orchestrator(Empty(), caller=FixedCaller(ToolCallResult(content=[TextContent(text='{"items": [1]}')])))
+    try:
+        assert await handoff(captured, Call("anything"), Empty) == Empty(items=[1])
+        # the tool saw {} for None: an input model with required fields fails validation
+        with pytest.raises(ToolReportedError, match="invalid input for skill 'add'"):
+            await handoff(orch, Call("add", None), AddOut)
+    finally:
+        await captured.close()
+
+
+async def test_handoff_rejects_an_empty_skill_name(orch):
+    with pytest.raises(EmptySkill, match="empty skill name"):
+        await handoff(orch, Call("", {}), AddOut)
+
+
+async def test_handoff_without_a_caller_names_the_skill():
+    bare = Orchestrator(Empty())
+    try:
+        with pytest.raises(NoToolCaller, match="handoff 'add': the orchestrator has no ToolCaller"):
+            await handoff(bare, Call("add", {"a": 1, "b": 2}), AddOut)
+    finally:
+        await bare.close()
+
+
+async def test_handoff_rejects_input_that_is_not_an_object_or_not_json_clean(orch):
+    with pytest.raises(HandoffInputError, match="input must be a pydantic model, a dict or None, got list"):
+        await handoff(orch, Call("add", [1, 2]), AddOut)
+    with pytest.raises(HandoffInputError, match="not JSON-clean"):
+        await handoff(orch, Call("add", {"a": {1, 2}}), AddOut)
+
+
+async def test_handoff_wraps_a_caller_failure_and_chains_its_cause():
+    broken = Orchestrator(Empty(), caller=FixedCaller(raises=ConnectionError("server went away")))
+    try:
+        with pytest.raises(CallerFailed, match="handoff 'remote': the caller failed: ConnectionError: server went away") as info:
+            await handoff(broken, Call("remote", {}), Empty)
+        assert isinstance(info.value.__cause__, ConnectionError)
+        assert info.value.skill == "remote"
+    finally:
+        await broken.close()
+
+
+async def test_handoff_raises_the_tool_error_text_when_is_error_is_set(orch):
+    with pytest.raises(ToolReportedError, match="handoff 'fail'.*cannot add 4 and 5"):
+        await handoff(orch, Call("fail", AddIn(a=4, b=5)), AddOut)
+
+
+async def test_handoff_reports_output_that_does_not_decode(orch):
+    class Wrong(BaseModel):
+        name: str
+
+    with pytest.raises(DecodingError, match="handoff 'add': decoding output as Wrong failed"):
+        await handoff(orch, Call("add", AddIn(a=1, b=2)), Wrong)
+
+
+async def test_blank_or_null_output_decodes_to_the_empty_value():
+    for text in ("", "null"):
+        blank = Orchestrator(Empty(), caller=FixedCaller(ToolCallResult(content=[TextContent(text=text)])))
+        try:
+            assert await handoff(blank, Call("noop"), Empty) == Empty()
+            assert await handoff(blank, Call("noop"), list[int]) == []
+            with pytest.raises(DecodingError, match="has no empty value"):
+                await handoff(blank, Call("noop"), AddOut)
+        finally:
+            await blank.close()
+
+
+async def test_unknown_skill_is_a_tool_error_listing_the_registered_ones(orch):
+    with pytest.raises(ToolReportedError, match="unknown skill 'nope'; registered skills: add, fail"):
+        await handoff(orch, Call("nope", {}), AddOut)
+
+
+async def test_parallel_handoff_of_nothing_is_an_empty_list(orch):
+    assert await parallel_handoff(orch, [], AddOut) == []
+
+
+async def test_parallel_handoff_results_are_positional(orch):
+    calls = [Call("add", AddIn(a=i, b=10)) for i in range(3)]
+    results = await parallel_handoff(orch, calls, AddOut)
+    assert [r.index for r in results] == [0, 1, 2]
+    assert [r.output.sum for r in results] == [10, 11, 12]
+    assert all(r.ok for r in results)
+
+
+async def test_parallel_handoff_collects_per_item_errors_without_failing_the_batch(orch):
+    calls = [Call("add", AddIn(a=1, b=1)), Call("fail", AddIn(a=1, b=1)), Call("", {}), Call("add", {"a": "x"})]
+    results = await parallel_handoff(orch, calls, AddOut)
+    assert results[0].output == AddOut(sum=2)
+    assert isinstance(results[1].error, ToolReportedError)
+    assert isinstance(results[2].error, EmptySkill)
+    assert isinstance(results[3].error, ToolReportedError) and "invalid input" in str(results[3].error)
+
+
+@pytest.fixture
+def sleepy():
+    name, counter = new_counter()
+    run = Orchestrator(Empty(), caller=sleepy_registry(replicas=4))
+    yield run, name, counter
+    asyncio.run(run.close())
+    ray.kill(counter)
+
+
+async def test_a_hundred_calls_are_capped_at_exactly_four_in_flight(sleepy, caplog):
+    run, name, counter = sleepy
+    run.set_max_parallel(100)
+    with caplog.at_level(logging.WARNING, logger="soloist.orchestrator"):
+        results = await parallel_handoff(run, [Call("sleep", SleepIn(counter=name, seconds=0.05, tag=i)) for i in range(100)], SleepOut)
+    assert [r.output.tag for r in results] == list(range(100))
+    report = await counter.report.remote()
+    assert report["peak"] == 4 and report["finished"] == 100
+    assert any("clamped to 4" in rec.getMessage() for rec in caplog.records)
+
+
+async def test_cap_two_keeps_two_in_flight(sleepy):
+    run, name, counter = sleepy
+    run.set_max_parallel(2)
+    await parallel_handoff(run, [Call("sleep", SleepIn(counter=name, seconds=0.1)) for _ in range(12)], SleepOut)
+    assert (await counter.report.remote())["peak"] == 2
+
+
+async def test_cancelling_a_batch_cancels_subagent_work_and_frees_every_permit(sleepy):
+    run, name, counter = sleepy
+    batch = asyncio.ensure_future(
+        parallel_handoff(run, [Call("sleep", SleepIn(counter=name, seconds=30)) for _ in range(8)], SleepOut)
+    )
+    while (await counter.report.remote())["current"] < 4:
+        await asyncio.sleep(0.05)
+    batch.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await batch
+    for _ in range(100):
+        report = await counter.report.remote()
+        if report["cancelled"] == 4:
+            break
+        await asyncio.sleep(0.05)
+    assert report == {**report, "current": 0, "cancelled": 4, "finished": 0}
+    await counter.reset.remote()
+    await parallel_handoff(run, [Call("sleep", SleepIn(counter=name, seconds=0.3)) for _ in range(8)], SleepOut)
+    assert (await counter.report.remote())["peak"] == 4
+
+
+async def test_a_per_call_timeout_fails_only_that_item(sleepy):
+    run, name, counter = sleepy
+    calls = [Call("sleep", SleepIn(counter=name, seconds=0.05, tag=1)), Call("sleep", SleepIn(counter=name, seconds=30), timeout=0.5)]
+    results = await parallel_handoff(run, calls, SleepOut)
+    assert results[0].output.tag == 1
+    assert isinstance(results[1].error, TimeoutError) and "'sleep' timed out after 0.5s" in str(results[1].error)
+
+
+@ray.remote(num_cpus=0)
+def _hand_off_from_another_process(run: Orchestrator, counter: str, n: int) -> int:
+    async def go() -> int:
+        results = await parallel_handoff(run, [Call("sleep", SleepIn(counter=counter, seconds=0.1)) for _ in range(n)], SleepOut)
+        return sum(r.ok for r in results)
+
+    return asyncio.run(go())
+
+
+async def test_the_cap_holds_across_processes_handing_off_for_one_orchestrator(sleepy):
+    run, name, counter = sleepy
+    ok = await asyncio.gather(
+        _hand_off_from_another_process.remote(run, name, 20),
+        _hand_off_from_another_process.remote(run, name, 20),
+        parallel_handoff(run, [Call("sleep", SleepIn(counter=name, seconds=0.1)) for _ in range(20)], SleepOut),
+    )
+    assert ok[:2] == [20, 20] and all(r.ok for r in ok[2])
+    assert (await counter.report.remote())["peak"] == 4

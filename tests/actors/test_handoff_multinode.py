@@ -1,0 +1,118 @@
+"""Handoffs on a real multi-node cluster (``ray.cluster_utils.Cluster``: several raylets here)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import ray
+from pydantic import BaseModel
+from ray.cluster_utils import Cluster
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from actors import Call, CallerFailed, Orchestrator, parallel_handoff
+from actors.subagents import pool_for
+from tests.actors._peak import NAMESPACE, PeakCounter, SleepIn, SleepOut, sleepy_registry
+
+pytestmark = [pytest.mark.multinode, pytest.mark.timeout(600)]
+
+
+class Empty(BaseModel):
+    pass
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    if ray.is_initialized():
+        ray.shutdown()
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "object_store_memory": 100 * 1024**2})
+    for _ in range(2):
+        c.add_node(num_cpus=1, object_store_memory=100 * 1024**2)
+    ray.init(address=c.address, namespace=NAMESPACE)
+    c.wait_for_nodes()
+    yield c
+    ray.shutdown()
+    c.shutdown()
+
+
+@pytest.fixture
+def run(cluster: Cluster) -> Iterator[tuple[Orchestrator, str, Any]]:
+    head = ray.get_runtime_context().get_node_id()
+    name = f"mn-peak-{id(object())}"
+    # The counter must survive node removal: keep it on the head node.
+    counter = PeakCounter.options(
+        name=name, namespace=NAMESPACE, scheduling_strategy=NodeAffinitySchedulingStrategy(head, soft=False)
+    ).remote()
+    orch = Orchestrator(Empty(), caller=sleepy_registry(replicas=4))
+    yield orch, name, counter
+    asyncio.run(orch.close())
+    ray.kill(counter)
+
+
+def _calls(counter: str, n: int, seconds: float) -> list[Call]:
+    return [Call("sleep", SleepIn(counter=counter, seconds=seconds, tag=i)) for i in range(n)]
+
+
+async def _wait_current(counter: Any, n: int) -> None:
+    while (await counter.report.remote())["current"] < n:
+        await asyncio.sleep(0.05)
+
+
+async def test_skills_run_on_more_than_one_node(run):
+    orch, name, counter = run
+    results = await parallel_handoff(orch, _calls(name, 16, 0.2), SleepOut)
+    assert all(r.ok for r in results)
+    assert len({r.output.node for r in results}) >= 2
+
+
+@ray.remote(num_cpus=0)
+def _driver_side_caller(orch: Orchestrator, counter: str) -> int:
+    async def go() -> int:
+        return sum(r.ok for r in await parallel_handoff(orch, _calls(counter, 20, 0.1), SleepOut))
+
+    return asyncio.run(go())
+
+
+async def test_two_callers_in_other_processes_never_exceed_four_in_flight_in_total(run):
+    orch, name, counter = run
+    assert await asyncio.gather(_driver_side_caller.remote(orch, name), _driver_side_caller.remote(orch, name)) == [20, 20]
+    assert (await counter.report.remote())["peak"] == 4
+
+
+async def test_killing_a_subagent_mid_call_fails_that_item_and_the_next_batch_still_reaches_four(run):
+    orch, name, counter = run
+    pool = pool_for(orch.caller, "sleep")
+    batch = asyncio.ensure_future(parallel_handoff(orch, _calls(name, 4, 5.0), SleepOut))
+    await _wait_current(counter, 4)
+    ray.kill(pool.handles()[0], no_restart=False)
+    results = await batch
+    failed = [r for r in results if not r.ok]
+    assert len(failed) >= 1 and all(isinstance(r.error, CallerFailed) for r in failed)
+    await counter.reset.remote()
+    again = await parallel_handoff(orch, _calls(name, 8, 0.5), SleepOut)
+    assert all(r.ok for r in again)
+    assert (await counter.report.remote())["peak"] == 4
+
+
+async def test_removing_a_worker_node_mid_batch_fails_its_items_and_the_next_batch_still_reaches_four(run, cluster):
+    orch, name, counter = run
+    pool = pool_for(orch.caller, "sleep")
+    head = ray.get_runtime_context().get_node_id()
+    replicas = pool.handles()
+    nodes = await asyncio.gather(*(h.node_id.remote() for h in replicas))
+    victim_id = next(n for n in nodes if n != head)
+    victim = next(node for node in cluster.worker_nodes if node.node_id == victim_id)
+    batch = asyncio.ensure_future(parallel_handoff(orch, _calls(name, 4, 8.0), SleepOut))
+    await _wait_current(counter, 4)
+    cluster.remove_node(victim)
+    results = await batch
+    failed = [r for r in results if not r.ok]
+    assert len(failed) == nodes.count(victim_id)
+    assert all(isinstance(r.error, CallerFailed) for r in failed)
+    await counter.reset.remote()
+    again = await parallel_handoff(orch, _calls(name, 8, 0.5), SleepOut)
+    assert all(r.ok for r in again)
+    assert (await counter.report.remote())["peak"] == 4
+    cluster.add_node(num_cpus=1, object_store_memory=100 * 1024**2)

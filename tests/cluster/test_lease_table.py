@@ -1,0 +1,68 @@
+"""The semaphore's lease table on a fake clock: no Ray, milliseconds."""
+
+from __future__ import annotations
+
+from cluster._lease_table import LeaseTable
+
+
+def _table(*, permits: int = 4, recovering: bool = False) -> LeaseTable:
+    return LeaseTable("t", permits, 1.5, now=0.0, recovering=recovering)
+
+
+def test_grants_up_to_the_smaller_of_limit_and_permits() -> None:
+    table = _table(permits=3)
+    outcomes = [table.request(f"a{i}", "h", 4, 0.0)[0] for i in range(4)]
+    assert outcomes == ["granted", "granted", "granted", "parked"]
+    assert table.request("b", "h", 1, 0.0)[0] == "parked"
+    assert table.statistics()["held"] == 3
+
+
+def test_head_of_the_queue_is_never_overtaken() -> None:
+    table = _table()
+    table.request("a", "h", 4, 0.0)
+    table.request("b", "h", 4, 0.0)
+    assert table.request("narrow", "h", 2, 0.0)[0] == "parked"  # 2 held, limit 2
+    assert table.request("wide", "h", 4, 0.0)[0] == "parked"  # would fit, but must queue
+    released, decided = table.release("a", 0.1)  # 1 held: narrow first, then wide
+    assert released and decided == [("narrow", "granted"), ("wide", "granted")]
+
+
+
+def test_recovering_grants_nothing_and_renewals_re_register_leases() -> None:
+    table = _table(recovering=True)
+    assert table.request("new", "h", 4, 0.1)[0] == "parked"
+    results, _ = table.renew([("old1", "h", 4), ("old2", "h", 4)], 0.2)
+    assert results == [True, True]
+    assert table.statistics()["held"] == 2 and table.state == "recovering"
+    assert table.tick(1.5) == [("new", "granted")]
+    assert table.state == "serving"
+    assert table.renew([("unknown", "h", 4)], 1.6)[0] == [False]
+
+
+def test_unrenewed_leases_expire_and_their_permit_goes_to_the_next_waiter() -> None:
+    table = _table(permits=1)
+    table.request("a", "h", 1, 0.0)
+    table.request("b", "h", 1, 0.0)
+    assert table.renew([("a", "h", 1)], 1.0)[0] == [True]
+    assert table.tick(2.4) == []
+    assert table.tick(2.5) == [("b", "granted")]
+    stats = table.statistics()
+    assert (stats["expired_total"], stats["held"]) == (1, 1)
+
+
+def test_a_request_released_before_it_arrives_is_never_granted() -> None:
+    table = _table()
+    assert table.release("late", 0.0)[0] is False
+    assert table.request("late", "h", 4, 0.1)[0] == "withdrawn"
+    assert table.statistics()["held"] == 0
+
+
+def test_a_timed_out_request_granted_meanwhile_stays_granted() -> None:
+    table = _table(permits=1)
+    table.request("a", "h", 1, 0.0)
+    table.request("b", "h", 1, 0.0)
+    table.release("a", 0.1)
+    assert table.give_up("b", 0.2)[0] == "granted"
+    table.request("c", "h", 1, 0.2)
+    assert table.give_up("c", 0.3)[0] == "timeout"
+    assert table.statistics()["waiting"] == 0

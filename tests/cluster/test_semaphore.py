@@ -1,0 +1,340 @@
+"""The cluster-wide bounded semaphore: cap, fairness, leak-freedom, death and restart recovery.
+
+In-flight counts are measured from inside the work by a counter actor, never inferred
+from the semaphore's own statistics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import ray
+
+from cluster.exceptions import SemaphoreConfigConflict, SemaphoreTimeout, SemaphoreUnavailable
+from cluster.semaphore import ClusterSemaphore, Lease, SemaphoreStatistics
+
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
+
+TTL = 1.5
+
+
+@ray.remote
+class InFlight:
+    """Counts work in flight; records the peak. Sync actor: calls are serialised."""
+
+    def __init__(self) -> None:
+        self.current = 0
+        self.peak = 0
+        self.entered = 0
+
+    def enter(self) -> int:
+        self.current += 1
+        self.entered += 1
+        self.peak = max(self.peak, self.current)
+        return self.current
+
+    def exit(self) -> None:
+        self.current -= 1
+
+    def read(self) -> tuple[int, int, int]:
+        return self.current, self.peak, self.entered
+
+
+async def _work(sem: ClusterSemaphore, counter: ray.actor.ActorHandle, limit: int, work_s: float) -> None:
+    async with sem.hold(limit=limit, timeout=60):
+        await counter.enter.remote()
+        await asyncio.sleep(work_s)
+        await counter.exit.remote()
+
+
+@ray.remote(num_cpus=0)
+class Contender:
+    """Runs holders from another process against a pickled facade."""
+
+    async def run(self, sem: ClusterSemaphore, counter: ray.actor.ActorHandle, n: int, work_s: float) -> int:
+        await asyncio.gather(*(_work(sem, counter, 4, work_s) for _ in range(n)))
+        return n
+
+    async def grab(self, sem: ClusterSemaphore, k: int) -> list[str]:
+        leases = [await sem.acquire(limit=4, timeout=10) for _ in range(k)]
+        return [lease.lease_id for lease in leases]
+
+
+@pytest.fixture
+def sem() -> Iterator[ClusterSemaphore]:
+    semaphore = ClusterSemaphore(f"test-{uuid.uuid4().hex[:12]}", ttl_s=TTL)
+    yield semaphore
+    semaphore.destroy()
+
+
+async def _wait_for(sem: ClusterSemaphore, predicate, timeout: float = 10.0) -> SemaphoreStatistics:
+    deadline = time.monotonic() + timeout
+    while True:
+        stats = await sem.statistics()
+        if predicate(stats):
+            return stats
+        assert time.monotonic() < deadline, f"condition not reached; last statistics: {stats}"
+        await asyncio.sleep(0.02)
+
+
+# ------------------------------------------------------------------- the cap
+
+
+@pytest.mark.parametrize("limit", [4, 2])
+async def test_hundred_concurrent_holders_reach_exactly_the_limit(sem: ClusterSemaphore, limit: int) -> None:
+    counter = InFlight.remote()
+    await asyncio.gather(*(_work(sem, counter, limit, 0.02) for _ in range(100)))
+    current, peak, entered = await counter.read.remote()
+    assert (current, peak, entered) == (0, limit, 100)
+    stats = await sem.statistics()
+    assert (stats.held, stats.waiting, stats.max_held) == (0, 0, limit)
+    assert stats.granted_total == stats.released_total == 100
+
+
+async def test_two_actors_and_the_driver_share_one_cap_of_four(sem: ClusterSemaphore) -> None:
+    counter = InFlight.remote()
+    actors = [Contender.remote() for _ in range(2)]
+    remote_runs = [a.run.remote(sem, counter, 30, 0.03) for a in actors]
+    await asyncio.gather(*(_work(sem, counter, 4, 0.03) for _ in range(30)), *remote_runs)
+    current, peak, entered = await counter.read.remote()
+    assert (current, peak, entered) == (0, 4, 90)
+    assert (await sem.statistics()).max_held == 4
+    for actor in actors:
+        ray.kill(actor)
+
+
+async def test_waiters_are_served_first_come_first_served(sem: ClusterSemaphore) -> None:
+    first = await sem.acquire(limit=1)
+    order: list[int] = []
+
+    async def wait_turn(i: int) -> None:
+        async with sem.hold(limit=1, timeout=10):
+            order.append(i)
+
+    tasks = []
+    for i in range(5):
+        tasks.append(asyncio.ensure_future(wait_turn(i)))
+        await _wait_for(sem, lambda s, n=i + 1: s.waiting == n)
+    await sem.release(first)
+    await asyncio.gather(*tasks)
+    assert order == [0, 1, 2, 3, 4]
+
+
+async def test_reset_peak_restarts_max_held_from_current(sem: ClusterSemaphore) -> None:
+    leases = [await sem.acquire() for _ in range(3)]
+    await sem.release(leases.pop())
+    assert (await sem.statistics()).max_held == 3
+    await sem.reset_peak()
+    assert (await sem.statistics()).max_held == 2
+    for lease in leases:
+        await sem.release(lease)
+
+
+# ------------------------------------------------------------------- no leaks
+
+
+async def test_cancelling_a_parked_and_a_granted_acquire_leaks_nothing(sem: ClusterSemaphore) -> None:
+    held = [await sem.acquire() for _ in range(3)]
+    inside = asyncio.Event()
+
+    async def hold_forever() -> None:
+        async with sem.hold():
+            inside.set()
+            await asyncio.sleep(3600)
+
+    granted = asyncio.ensure_future(hold_forever())
+    await asyncio.wait_for(inside.wait(), 10)
+    parked = asyncio.ensure_future(sem.acquire())
+    await _wait_for(sem, lambda s: s.held == 4 and s.waiting == 1)
+
+    parked.cancel()
+    granted.cancel()
+    for task in (parked, granted):
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    for lease in held:
+        assert await sem.release(lease) is True
+
+    stats = await sem.statistics()
+    assert (stats.held, stats.waiting) == (0, 0)
+    four = await asyncio.gather(*(sem.acquire(timeout=2) for _ in range(4)))
+    assert (await sem.statistics()).held == 4
+    for lease in four:
+        await sem.release(lease)
+
+
+async def test_release_is_idempotent_and_unknown_leases_return_false(sem: ClusterSemaphore) -> None:
+    lease = await sem.acquire()
+    assert await sem.release(lease) is True
+    assert await sem.release(lease) is False
+    stranger = Lease(lease_id="nope", scope=sem.scope, holder="x", limit=4)
+    assert await sem.release(stranger) is False
+    with pytest.raises(ValueError, match="belongs to scope 'other'"):
+        await sem.release(Lease(lease_id="nope", scope="other", holder="x", limit=4))
+
+
+async def test_heartbeats_keep_a_lease_alive_beyond_its_ttl(sem: ClusterSemaphore) -> None:
+    lease = await sem.acquire()
+    await asyncio.sleep(TTL * 2)
+    stats = await sem.statistics()
+    assert (stats.held, stats.expired_total) == (1, 0)
+    assert await sem.release(lease) is True
+
+
+async def test_permits_of_a_killed_holder_are_recovered_after_the_ttl(sem: ClusterSemaphore) -> None:
+    holder = Contender.remote()
+    assert len(await holder.grab.remote(sem, 4)) == 4
+    ray.kill(holder)
+    started = time.monotonic()
+
+    counter = InFlight.remote()
+    await asyncio.gather(*(_work(sem, counter, 4, 0.3) for _ in range(4)))
+    waited = time.monotonic() - started
+    current, peak, _ = await counter.read.remote()
+    assert (current, peak) == (0, 4)
+    assert (await sem.statistics()).expired_total == 4
+    assert TTL * 0.5 < waited < TTL * 3 + 1
+
+
+# ------------------------------------------------------------------- control is never starved
+
+
+async def test_release_returns_quickly_while_two_thousand_acquires_are_parked(sem: ClusterSemaphore) -> None:
+    held = [await sem.acquire() for _ in range(4)]
+    parked = [asyncio.ensure_future(sem.acquire()) for _ in range(2000)]
+    await _wait_for(sem, lambda s: s.waiting == 2000, timeout=30)
+
+    started = time.monotonic()
+    assert await sem.release(held.pop()) is True
+    assert time.monotonic() - started < 0.5
+    started = time.monotonic()
+    await sem.statistics()
+    assert time.monotonic() - started < 0.5
+
+    await _wait_for(sem, lambda s: s.waiting == 1999 and s.held == 4)
+    for task in parked:
+        task.cancel()
+    results = await asyncio.gather(*parked, return_exceptions=True)
+    granted = [r for r in results if isinstance(r, Lease)]
+    for lease in granted + held:
+        await sem.release(lease)
+    stats = await _wait_for(sem, lambda s: s.waiting == 0)
+    assert stats.held == 0
+
+
+# ------------------------------------------------------------------- restart
+
+
+async def test_cap_holds_across_a_restart_of_the_semaphore_actor(sem: ClusterSemaphore) -> None:
+    counter = InFlight.remote()
+    held = [await sem.acquire() for _ in range(4)]
+    waiters = [asyncio.ensure_future(_work(sem, counter, 4, 0.05)) for _ in range(6)]
+    await _wait_for(sem, lambda s: s.waiting == 6)
+
+    ray.kill(ray.get_actor(f"soloist:sem:{sem.scope}", namespace="soloist"), no_restart=False)
+    recovering = await _wait_for(sem, lambda s: s.state == "recovering", timeout=20)
+    assert recovering.held <= 4
+    # The live holder's heartbeats re-register its 4 leases; nothing new is granted.
+    serving = await _wait_for(sem, lambda s: s.state == "serving", timeout=20)
+    assert (serving.held, serving.granted_total) == (4, 0)
+    await _wait_for(sem, lambda s: s.waiting == 6)
+    assert (await counter.read.remote())[2] == 0
+
+    for lease in held:
+        assert await sem.release(lease) is True
+    await asyncio.gather(*waiters)
+    current, peak, entered = await counter.read.remote()
+    assert (current, peak, entered) == (0, 4, 6)
+    assert (await sem.statistics()).max_held == 4
+    lease = await sem.acquire(timeout=2)
+    assert await sem.release(lease) is True
+
+
+# ------------------------------------------------------------------- errors
+
+
+async def test_acquire_raises_semaphore_timeout_and_withdraws_the_request(sem: ClusterSemaphore) -> None:
+    lease = await sem.acquire(limit=1)
+    with pytest.raises(SemaphoreTimeout, match=rf"semaphore '{sem.scope}'.*timeout=0.2s.*limit=1"):
+        await sem.acquire(limit=1, timeout=0.2)
+    with pytest.raises(SemaphoreTimeout):
+        await sem.acquire(limit=1, timeout=0)
+    assert (await sem.statistics()).waiting == 0
+    await sem.release(lease)
+    assert isinstance(await sem.acquire(limit=1, timeout=0), Lease)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"scope": ""}, "scope must be a non-empty string"),
+        ({"scope": "s", "permits": 0}, r"permits must be an int in 1\.\.4, got 0"),
+        ({"scope": "s", "permits": 5}, r"permits must be an int in 1\.\.4, got 5"),
+        ({"scope": "s", "ttl_s": 0}, "ttl_s must be a finite number"),
+    ],
+)
+def test_bad_constructor_arguments_raise_value_error_naming_them(kwargs: dict, message: str) -> None:
+    scope = kwargs.pop("scope")
+    with pytest.raises(ValueError, match=message):
+        ClusterSemaphore(scope, **kwargs)
+
+
+def test_every_bad_constructor_argument_is_reported_at_once() -> None:
+    with pytest.raises(ValueError, match="scope .*; permits .*; ttl_s"):
+        ClusterSemaphore("", permits=7, ttl_s=-1)
+
+
+@pytest.mark.parametrize("limit", [0, 7, True])
+async def test_bad_limit_raises_value_error_naming_it(sem: ClusterSemaphore, limit: int) -> None:
+    with pytest.raises(ValueError, match=rf"limit must be an int in 1\.\.4, got {limit!r}"):
+        await sem.acquire(limit=limit)
+    with pytest.raises(ValueError, match="limit must be"):
+        sem.hold(limit=limit)
+
+
+async def test_bad_timeout_raises_value_error_naming_it(sem: ClusterSemaphore) -> None:
+    with pytest.raises(ValueError, match="timeout must be None or a finite number >= 0, got -1"):
+        await sem.acquire(timeout=-1)
+
+
+async def test_reopening_a_scope_with_another_configuration_is_a_conflict(sem: ClusterSemaphore) -> None:
+    other = ClusterSemaphore(sem.scope, permits=2, ttl_s=TTL)
+    with pytest.raises(SemaphoreConfigConflict, match="already exists with permits=4"):
+        await other.acquire()
+
+
+async def test_destroyed_semaphore_raises_semaphore_unavailable() -> None:
+    sem = ClusterSemaphore(f"test-{uuid.uuid4().hex[:12]}", ttl_s=TTL)
+    await sem.statistics()
+    sem.destroy()
+    with pytest.raises(SemaphoreUnavailable, match="destroyed or died permanently"):
+        await sem.acquire(timeout=5)
+
+
+def test_opening_a_semaphore_without_ray_raises_semaphore_unavailable() -> None:
+    code = (
+        "from cluster.semaphore import ClusterSemaphore\n"
+        "from cluster.exceptions import SemaphoreUnavailable\n"
+        "try:\n    ClusterSemaphore('s')\n"
+        "except SemaphoreUnavailable as e:\n    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "Ray is not initialised" in out.stdout, out.stderr
+
+
+# ------------------------------------------------------------------- pickling
+
+
+async def test_facade_pickles_by_configuration_and_reattaches(sem: ClusterSemaphore) -> None:
+    copy = pickle.loads(pickle.dumps(sem))
+    assert (copy.scope, repr(copy)) == (sem.scope, repr(sem))
+    lease = await copy.acquire()
+    assert (await sem.statistics()).held == 1
+    assert await sem.release(lease) is True

@@ -1,0 +1,129 @@
+"""MemoryStore honours the same contract as SqliteStore (each test runs on both)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import cluster.storage
+from cluster.storage import (
+    DuplicateRequest,
+    JournalEntry,
+    JournalGap,
+    MemoryStore,
+    RunExists,
+    RunInfo,
+    RunNotFound,
+    SqliteStore,
+    Store,
+    StoreClosed,
+)
+
+
+def info(name: str = "run") -> RunInfo:
+    return RunInfo(name=name, state_type="mymod.MyState", created_at=time.time(), owner_token="tok")
+
+
+def entry(version: int, request_id: str | None = None, payload: Any = None) -> JournalEntry:
+    return JournalEntry(
+        version=version, request_id=request_id or f"q{version}", kind="fn", payload=payload or {}, created_at=1.0
+    )
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    s: Store = MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "s.sqlite")
+    yield s
+    s.close()
+
+
+def test_memory_store_satisfies_the_store_protocol_and_has_no_path() -> None:
+    store = MemoryStore()
+    assert isinstance(store, Store)
+    assert store.path is None
+    assert store.statistics().durability is None
+
+
+def test_runs_round_trip(store: Store) -> None:
+    store.create_run(info("a"), {"x": [1]})
+    assert store.get_run("a") == info("a").model_copy(update={"created_at": store.get_run("a").created_at})  # type: ignore[union-attr]
+    assert [r.name for r in store.list_runs()] == ["a"]
+    with pytest.raises(RunExists):
+        store.create_run(info("a"), {})
+    checkpoint, tail = store.load("a")
+    assert (checkpoint.version, checkpoint.state, tail) == (0, {"x": [1]}, [])
+
+
+def test_journal_checkpoint_compact_round_trip(store: Store) -> None:
+    store.create_run(info(), {})
+    store.append("run", [entry(1, payload={"a": 1}), entry(2)]).result()
+    store.append("run", [entry(3)]).result()
+    store.flush()
+    assert [e.version for e in store.load("run")[1]] == [1, 2, 3]
+    assert store.load("run")[1][0].payload == {"a": 1}
+    store.put_checkpoint("run", 1, {"n": 1})
+    store.put_checkpoint("run", 2, {"n": 2})
+    store.put_checkpoint("run", 3, {"n": 3})
+    assert store.statistics().checkpoints == 2
+    assert store.compact("run") == 3
+    checkpoint, tail = store.load("run")
+    assert (checkpoint.version, checkpoint.state, tail) == (3, {"n": 3}, [])
+    assert store.find_request("run", "q1") == 1
+
+
+def test_gaps_duplicates_and_unknown_runs_fail_the_future(store: Store) -> None:
+    store.create_run(info(), {})
+    store.append("run", [entry(1)]).result()
+    assert isinstance(store.append("run", [entry(3)]).exception(), JournalGap)
+    assert isinstance(store.append("run", [entry(2, "q1")]).exception(), DuplicateRequest)
+    assert isinstance(store.append("nope", [entry(1)]).exception(), RunNotFound)
+    with pytest.raises(JournalGap):
+        store.put_checkpoint("run", 9, {})
+    assert [e.version for e in store.load("run")[1]] == [1]
+
+
+def test_agents_round_trip_in_seq_order(store: Store) -> None:
+    store.create_run(info(), {})
+    store.put_agent("run", "a", {"v": 1})
+    store.put_agent("run", "b", {"v": 1})
+    row = store.put_agent("run", "a", {"v": 2})
+    assert row.seq == 3 and row.record == {"v": 2}
+    assert store.get_agent("run", "a") == row
+    assert store.get_agent("run", "missing") is None
+    assert [r.agent_id for r in store.list_agents("run")] == ["b", "a"]
+
+
+def test_stored_values_are_copies_not_the_callers_objects(store: Store) -> None:
+    state: dict[str, Any] = {"items": [1]}
+    store.create_run(info(), state)
+    state["items"].append(2)
+    loaded = store.load("run")[0].state
+    assert loaded == {"items": [1]}
+    loaded["items"].append(3)
+    assert store.load("run")[0].state == {"items": [1]}
+
+
+def test_writes_after_close_fail_with_store_closed(store: Store) -> None:
+    store.create_run(info(), {})
+    store.close()
+    store.close()
+    assert isinstance(store.append("run", [entry(1)]).exception(), StoreClosed)
+    with pytest.raises(StoreClosed):
+        store.put_agent("run", "a", {})
+
+
+def test_package_exports_exactly_the_public_surface() -> None:
+    assert sorted(cluster.storage.__all__) == sorted(
+        [
+            "SCHEMA_VERSION", "AgentRecordRow", "Checkpoint", "DuplicateRequest", "Durability", "JournalEntry",
+            "JournalGap", "MemoryStore", "RunExists", "RunInfo", "RunNotFound", "SchemaTooNew", "SqliteStore",
+            "Store", "StoreClosed", "StoreCorrupted", "StoreError", "StoreReadOnly", "StoreStatistics",
+            "StoreWriteFailed", "apply_diff", "diff_states", "open_store",
+        ]
+    )
+    for name in cluster.storage.__all__:
+        assert hasattr(cluster.storage, name)
