@@ -120,6 +120,7 @@ class Orchestrator(Generic[S]):
         self._init_handle(handle, spec.name, spec.token, caller=caller, state_type=type(initial),
                           max_parallel=max_parallel, semaphore_scope=spec.semaphore_scope, durable=store_spec is not None)
         self._wait_ready()
+        self._track_agents()
 
     # ------------------------------------------------------------ construction
 
@@ -183,6 +184,7 @@ class Orchestrator(Generic[S]):
         self = cls.__new__(cls)
         self._init_handle(handle, name, token, caller=info["caller"], state_type=info["state_type"],
                           max_parallel=info["max_parallel"], semaphore_scope=info["semaphore_scope"], durable=True)
+        self._track_agents()
         return self
 
     @classmethod
@@ -196,7 +198,15 @@ class Orchestrator(Generic[S]):
         self._init_handle(handle, name, spec.token, caller=spec.caller, state_type=type(spec.initial),
                           max_parallel=spec.max_parallel, semaphore_scope=spec.semaphore_scope, durable=True)
         self._wait_ready()
+        self._track_agents()
         return self
+
+    def _track_agents(self) -> None:
+        """Have this process's subagent pools for our caller report their replicas to the run."""
+        if self._caller is not None:
+            from actors.subagents import track
+
+            track(self._caller, self._name, self._actor)
 
     def delegate(self) -> "Orchestrator[S]":
         """A copy of this handle that keeps write access when pickled (explicit capability)."""
@@ -295,24 +305,30 @@ class Orchestrator(Generic[S]):
 
     # --------------------------------------------------------------- writes
 
-    async def apply(self, fn: Callable[[S], Any]) -> int:
+    async def apply(self, fn: Callable[[S], Any], *, request_id: str | None = None) -> int:
         """Run ``fn`` on a working copy and commit the validated result; return the new version.
 
         If ``fn`` raises, or the result does not validate against the model, the state is
-        unchanged and the original exception reaches the caller.
+        unchanged and the original exception reaches the caller. ``request_id`` (default: a
+        fresh one) makes the write exactly-once: resending an id that was already committed,
+        also after a crash or from another driver, returns the recorded version and applies
+        nothing.
         """
         if fn is None:
             raise TypeError("apply(None): pass a function that mutates the state it is given (or returns a new one)")
         if not callable(fn):
             raise TypeError(f"apply() takes a callable, got {type(fn).__name__}")
         self._require_owner("apply()")
-        return await self._call("apply_fn", self._token, uuid.uuid4().hex, fn)
+        return await self._call("apply_fn", self._token, _request_id(request_id), fn)
 
-    async def apply_batch(self, batch: TransitionBatch | Iterable[StateTransition], *, expected_version: int | None = None) -> int:
+    async def apply_batch(
+        self, batch: TransitionBatch | Iterable[StateTransition], *, expected_version: int | None = None,
+        request_id: str | None = None,
+    ) -> int:
         """Apply transitions through ``reduce``, all or nothing; return the new version.
 
         With ``expected_version`` this is a compare-and-set: a stale version raises
-        ``VersionConflict`` and nothing changes.
+        ``VersionConflict`` and nothing changes. ``request_id``: as for ``apply``.
         """
         if batch is None:
             raise TypeError("apply_batch(None): pass a TransitionBatch or an iterable of StateTransition")
@@ -323,7 +339,18 @@ class Orchestrator(Generic[S]):
         if expected_version is not None and (isinstance(expected_version, bool) or not isinstance(expected_version, int)):
             raise TypeError(f"expected_version must be an int or None, got {type(expected_version).__name__}")
         self._require_owner("apply_batch()")
-        return await self._call("apply_batch", self._token, uuid.uuid4().hex, transitions, expected_version)
+        return await self._call("apply_batch", self._token, _request_id(request_id), transitions, expected_version)
+
+    # -------------------------------------------------------- managed agents
+
+    async def agents(self) -> list[dict[str, Any]]:
+        """Every managed agent of the run (subagent replicas, coordinators) as ``to_payload`` dicts."""
+        return await self._call("agents")
+
+    async def agent_handle(self, agent_id: str) -> Any:
+        """The live actor handle of an agent; after a restart it is re-created from its stored
+        record on first use (concurrent first uses create it once)."""
+        return await self._call("agent_handle", agent_id)
 
     def set_max_parallel(self, n: int) -> None:
         """Set the parallel-handoff cap for every handle of this run.
@@ -355,10 +382,21 @@ class Orchestrator(Generic[S]):
             return
         self._require_owner("close()")
         self._closed = True
+        from actors.subagents import untrack
+
+        untrack(self._name)
         try:
             await self._call("close", self._token)
         finally:
             ray.kill(self._actor, no_restart=True)
+
+    async def _agent_created(self, agent_id: str, kind: str, config: Any, handle: Any) -> None:
+        """Runtime bookkeeping (run loops): an actor of the run was (re-)created."""
+        await self._call("agent_created", agent_id, kind, config, handle)
+
+    async def _agent_changed(self, agent_id: str, lifecycle: str, last_error: str | None = None) -> None:
+        """Runtime bookkeeping (run loops): an agent of the run changed lifecycle."""
+        await self._call("agent_changed", agent_id, lifecycle, last_error)
 
     # ------------------------------------------------------------- internals
 
@@ -390,6 +428,14 @@ class Orchestrator(Generic[S]):
                 delay = min(delay * 2, 1.0)
             except ray.exceptions.ActorDiedError as exc:
                 raise OrchestratorClosed(f"orchestrator {self._name!r} is not running: {exc.error_msg if hasattr(exc, 'error_msg') else exc}") from exc
+
+
+def _request_id(request_id: str | None) -> str:
+    if request_id is None:
+        return uuid.uuid4().hex
+    if not isinstance(request_id, str) or not request_id.strip():
+        raise ValueError(f"request_id must be a non-empty string or None, got {request_id!r}")
+    return request_id
 
 
 def effective_max_parallel(requested: int) -> int:

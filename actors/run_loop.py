@@ -45,6 +45,15 @@ class CoordinatorActor:
 _RemoteCoordinator = ray.remote(CoordinatorActor)
 
 
+def create_coordinator_actor(coordinator: Coordinator) -> Any:
+    """A stateless actor hosting ``coordinator`` (also used to re-create one from its record)."""
+    return _RemoteCoordinator.options(num_cpus=0, scheduling_strategy="SPREAD").remote(coordinator)
+
+
+def _agent_id(name: str) -> str:
+    return f"coordinator:{name}"
+
+
 class RunEvent(BaseModel):
     """Progress of a run, reported after every step (for live displays)."""
 
@@ -107,10 +116,8 @@ class RunLoop:
         self._first, self._fallback, self._safety = first, fallback, safety
         self._max_turns = max_turns
         self._on_event = on_event
-        self._actors = {
-            name: _RemoteCoordinator.options(num_cpus=0, scheduling_strategy="SPREAD").remote(c)
-            for name, c in coordinators.items()
-        }
+        self._coordinators = dict(coordinators)
+        self._actors = {name: create_coordinator_actor(c) for name, c in coordinators.items()}
         self._handoffs = 0
         self._handoff_errors = 0
         self._in_flight = 0
@@ -122,6 +129,7 @@ class RunLoop:
         current = self._first
         status: RunStatus = "max_turns"
         reason = f"stopped after the maximum of {self._max_turns} turns"
+        await self._record_created()
         try:
             while self._turn < self._max_turns:
                 self._turn += 1
@@ -138,11 +146,18 @@ class RunLoop:
                         break
                 current = result.handoff_to or self._fallback
         except asyncio.CancelledError:
+            # Cancellation is this loop's "stop now": report it as an outcome instead of
+            # propagating, so the caller still gets the consistent committed state.
+            task = asyncio.current_task()
+            if task is not None and hasattr(task, "uncancel"):
+                task.uncancel()
             await asyncio.shield(self._close_pending("cancelled by the user"))
             status, reason = "cancelled", "cancelled by the user (in-flight handoffs were cancelled)"
         finally:
             for actor in self._actors.values():
                 ray.kill(actor)
+            for name in self._actors:
+                await self._orch._agent_changed(_agent_id(name), "closed")
         ctx = await self._orch.context()
         return RunOutcome(
             status=status,
@@ -162,13 +177,28 @@ class RunLoop:
             raise ValueError(f"a coordinator handed off to {name!r}, which this run does not have ({', '.join(sorted(self._actors))})")
         while True:
             ctx = await self._orch.context()
-            result: CoordinatorResult = await self._actors[name].process.remote(ctx, message)
+            await self._orch._agent_changed(_agent_id(name), "running")
+            try:
+                result: CoordinatorResult = await self._actors[name].process.remote(ctx, message)
+            except Exception as exc:  # recorded, then re-raised (cancellation is not an error)
+                await self._orch._agent_changed(_agent_id(name), "error", f"{type(exc).__name__}: {exc}")
+                raise
+            await self._orch._agent_changed(_agent_id(name), "idle")
             try:
                 version = await self._orch.apply_batch(result.transitions, expected_version=ctx.version)
             except VersionConflict:
                 continue  # someone else wrote in between: decide again on the new snapshot
             await self._emit(name, version, result.reasoning)
             return result
+
+    async def _record_created(self) -> None:
+        """Record every coordinator actor as a managed agent of the run (with how to re-create it)."""
+        from actors._agents import pickled_extra
+        from actors.managed import AgentConfig
+
+        for name, actor in self._actors.items():
+            config = AgentConfig(extra={"coordinator": pickled_extra(self._coordinators[name])})
+            await self._orch._agent_created(_agent_id(name), "coordinator", config, actor)
 
     async def _run_pending_calls(self, message: str, *, vetted: bool) -> bool:
         """Hand off every pending call (after safety, unless it just ran); False if safety stopped the run."""

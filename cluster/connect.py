@@ -83,7 +83,9 @@ def connect(
         kwargs.setdefault("include_dashboard", False)
         kwargs["num_cpus"] = num_cpus if num_cpus is not None else max(2, os.cpu_count() or 2)
         kwargs["object_store_memory"] = object_store_memory or _EMBEDDED_OBJECT_STORE_BYTES
-        ray.init(**kwargs)
+        # "local" always starts a new instance; a bare ray.init() would silently join any
+        # cluster that `ray start` (or a test's Cluster) left running on this machine.
+        ray.init(address="local", **kwargs)
     else:
         if num_cpus is not None or object_store_memory is not None:
             raise ValueError("num_cpus and object_store_memory size an embedded Ray; a cluster joined by address keeps its own resources")

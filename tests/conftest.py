@@ -24,6 +24,7 @@ def _start_session_ray() -> None:
 
     if not ray.is_initialized():
         ray.init(
+            address="local",  # never join a cluster another test or process left running
             num_cpus=4,
             include_dashboard=False,
             object_store_memory=_OBJECT_STORE_BYTES,

@@ -1,0 +1,117 @@
+"""The `soloist` command, run as a real subprocess: output, report and exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+SOLOIST = [sys.executable, "-m", "cluster.cli"]
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _soloist(*args: str, timeout: float = 300, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "COLUMNS": "200", "PYTHONPATH": str(REPO_ROOT)}
+    env.pop("RAY_ADDRESS", None)
+    return subprocess.run([*SOLOIST, *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd or REPO_ROOT)
+
+
+@pytest.fixture(scope="module")
+def fixture_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny package: `ledger.core` defines `TaxRule`, `ledger.api` imports it, `build/` is ignored."""
+    root = tmp_path_factory.mktemp("repo")
+    files = {
+        ".gitignore": "build/\n",
+        "ledger/__init__.py": "",
+        "ledger/core.py": '''\
+            """Core rules."""
+
+            RATE = 0.2
+
+
+            class TaxRule:
+                def apply(self, amount: float) -> float:
+                    return amount * RATE
+            ''',
+        "ledger/api.py": '''\
+            from ledger.core import TaxRule
+
+
+            def charge(amount: float) -> float:
+                return TaxRule().apply(amount)
+            ''',
+        "build/ledger/core.py": "class TaxRule:  # a stale copy that must be ignored\n    pass\n",
+    }
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return root
+
+
+def test_help_reads_well_and_exits_zero():
+    result = _soloist("--help")
+    assert result.returncode == 0
+    for command in ("run", "status"):
+        assert command in result.stdout
+    run_help = _soloist("run", "--help")
+    assert run_help.returncode == 0
+    for flag in ("--root", "--address", "--store", "--max-turns", "--max-parallel", "--json"):
+        assert flag in run_help.stdout
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("run", "find x", "--root", "/definitely/not/here"), "is not a directory"),
+        (("run", "   ", "--root", "."), "the task is empty"),
+        (("run", "find x", "--max-turns", "0"), "expected a number >= 1"),
+        (("status",), "pass --store PATH"),
+        (("frobnicate",), "invalid choice"),
+    ],
+)
+def test_bad_arguments_exit_two_with_a_message_naming_the_problem(args, message):
+    result = _soloist(*args, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+
+
+def test_run_reports_the_defining_file_and_line_and_the_import_edge(fixture_repo: Path, tmp_path: Path):
+    store = tmp_path / "runs.sqlite"
+    result = _soloist("run", "Where is `TaxRule` defined and who imports it?", "--root", str(fixture_repo),
+                      "--json", "--store", str(store), "--name", "tax-run")
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    outcome = report["outcome"]
+    assert outcome["status"] == "complete"
+    summary = outcome["state"]["summary"]
+    refs = {d["ref"] for d in summary["definitions"] if d["symbol"] == "TaxRule"}
+    assert refs == {"ledger/core.py:6"}, summary["definitions"]
+    edges = {(e["importer"], e["imported"], e["ref"]) for e in summary["imports"]}
+    assert ("ledger.api", "ledger.core", "ledger/api.py:1") in edges
+    assert not any(f["path"].startswith("build/") for f in outcome["state"]["findings"])
+    assert outcome["handoffs"] > 0 and outcome["handoff_errors"] == 0
+
+    status = _soloist("status", "--store", str(store), "--json", timeout=60)
+    assert status.returncode == 0, status.stderr
+    runs = json.loads(status.stdout)["runs"]
+    assert [(r["name"], r["version"]) for r in runs] == [("tax-run", outcome["version"])]
+
+
+def test_run_prints_a_human_report_with_file_line_references(fixture_repo: Path):
+    result = _soloist("run", "Where is `TaxRule` defined?", "--root", str(fixture_repo))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "ledger/core.py:6" in result.stdout
+    assert "Reasoning trail" in result.stdout
+    assert "soloist run:" in result.stderr  # the live progress panel
+
+
+def test_a_run_that_hits_the_turn_limit_exits_one_with_the_reason(fixture_repo: Path):
+    result = _soloist("run", "Where is `TaxRule` defined?", "--root", str(fixture_repo), "--max-turns", "2")
+    assert result.returncode == 1
+    assert "maximum of 2 turns" in result.stderr
