@@ -84,6 +84,8 @@ class RunOutcome(BaseModel):
     state: dict[str, Any] = Field(default_factory=dict)
     """The final ``conversation_state`` (findings, summary, trail, blocked calls)."""
     stage: str = "initial"
+    pending_calls: int = 0
+    """Tool calls left without a result (0 after every ending, cancellation included)."""
 
 
 class RunLoop:
@@ -169,6 +171,7 @@ class RunLoop:
             wall_seconds=time.perf_counter() - started,
             state=_plain(ctx.conversation_state),
             stage=ctx.conversation_stage,
+            pending_calls=len(ctx.pending_tool_calls),
         )
 
     async def _step(self, name: str, message: str) -> CoordinatorResult:

@@ -17,22 +17,37 @@ __all__ = ["LiveProgress", "render_report"]
 
 
 class LiveProgress:
-    """A one-panel live view of a run: turn, stage, coordinator, handoffs, findings."""
+    """A one-panel live view of a run: turn, stage, coordinator, handoffs, findings.
+
+    On a terminal the panel redraws in place; elsewhere (CI logs, pipes) each event is one
+    plain line, so progress stays readable and greppable.
+    """
 
     def __init__(self, console: Console, task: str) -> None:
         self._console = console
         self._task = task
-        self._live = Live(self._render(None), console=console, refresh_per_second=8, transient=False)
+        self._live = Live(self._render(None), console=console, refresh_per_second=8, transient=False) if console.is_terminal else None
 
     def __enter__(self) -> "LiveProgress":
-        self._live.__enter__()
+        if self._live is not None:
+            self._live.__enter__()
+        else:
+            self._console.print(f"soloist run: {self._task}", markup=False, highlight=False)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._live.__exit__(*exc)
+        if self._live is not None:
+            self._live.__exit__(*exc)
 
     def update(self, event: RunEvent) -> None:
-        self._live.update(self._render(event))
+        if self._live is not None:
+            self._live.update(self._render(event))
+            return
+        self._console.print(
+            f"turn {event.turn} | stage {event.stage} | {event.coordinator} | in flight {event.handoffs_in_flight} | "
+            f"handoffs {event.handoffs_total} | findings {event.findings} | version {event.version}",
+            markup=False, highlight=False, soft_wrap=True,
+        )
 
     def _render(self, event: RunEvent | None) -> Panel:
         table = Table.grid(padding=(0, 2))

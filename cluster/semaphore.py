@@ -34,6 +34,7 @@ from typing import Any, AsyncContextManager, TypeVar
 import ray
 from pydantic import BaseModel
 from ray.exceptions import GetTimeoutError, RayActorError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from cluster._lease_table import Outcome, SemaphoreState
 from cluster._semaphore_actor import SemaphoreActor
@@ -300,6 +301,9 @@ class ClusterSemaphore:
             lifetime="detached",
             max_restarts=-1,
             num_cpus=0,
+            # Prefer the creating process's node (the driver's, usually the head): worker
+            # nodes come and go, and every restart costs a recovery window of one TTL.
+            scheduling_strategy=NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True),
         ).remote(scope, permits, self._ttl_s)
         self._actor_id: str = self._handle._actor_id.hex()
         self._heartbeat = _heartbeat_for(self._name, self._actor_id, self._handle, self._ttl_s)

@@ -253,3 +253,20 @@ async def test_the_cap_holds_across_processes_handing_off_for_one_orchestrator(s
     )
     assert ok[:2] == [20, 20] and all(r.ok for r in ok[2])
     assert (await counter.report.remote())["peak"] == 4
+
+
+async def test_runs_sharing_a_named_semaphore_scope_share_one_budget_of_four():
+    name, counter = new_counter()
+    scope = f"shared-api-{name}"
+    runs = [Orchestrator(Empty(), caller=sleepy_registry(replicas=4), semaphore_scope=scope) for _ in range(3)]
+    try:
+        batches = await asyncio.gather(*(
+            parallel_handoff(run, [Call("sleep", SleepIn(counter=name, seconds=0.1)) for _ in range(12)], SleepOut)
+            for run in runs
+        ))
+        assert all(r.ok for batch in batches for r in batch)
+        assert (await counter.report.remote())["peak"] == 4
+    finally:
+        for run in runs:
+            await run.close()
+        ray.kill(counter)

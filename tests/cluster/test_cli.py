@@ -115,3 +115,34 @@ def test_a_run_that_hits_the_turn_limit_exits_one_with_the_reason(fixture_repo: 
     result = _soloist("run", "Where is `TaxRule` defined?", "--root", str(fixture_repo), "--max-turns", "2")
     assert result.returncode == 1
     assert "maximum of 2 turns" in result.stderr
+
+
+def test_ctrl_c_cancels_in_flight_handoffs_and_leaves_no_pending_call():
+    import signal
+    import time
+
+    import ray as _ray
+
+    ray_tree = os.path.dirname(_ray.__file__)  # a large real tree: searches take a while
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(REPO_ROOT)}
+    env.pop("RAY_ADDRESS", None)
+    proc = subprocess.Popen(
+        [*SOLOIST, "run", "Where are `ActorPool`, `placement_group` and `RuntimeContext` defined?", "--root", ray_tree,
+         "--json", "--max-parallel", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT,
+    )
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 240
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if " in flight " in line and " in flight 0 " not in line:
+            proc.send_signal(signal.SIGINT)
+            break
+        assert time.monotonic() < deadline, "".join(seen[-20:])
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, "".join(seen[-20:]) + err[-3000:]
+    outcome = json.loads(out)["outcome"]
+    assert outcome["status"] == "cancelled"
+    assert outcome["pending_calls"] == 0
+    assert "interrupted" in err or "cancelled" in outcome["reason"]
