@@ -3,6 +3,7 @@ durable storage, metrics and the ``soloist`` command."""
 
 from cluster.connect import ClusterInfo, connect
 from cluster.exceptions import SemaphoreConfigConflict, SemaphoreTimeout, SemaphoreUnavailable
+from cluster.metrics import MetricsServer, serve_metrics
 from cluster.semaphore import ClusterSemaphore, Lease, SemaphoreStatistics
 
 __all__ = [
@@ -14,4 +15,6 @@ __all__ = [
     "SemaphoreTimeout",
     "SemaphoreUnavailable",
     "SemaphoreConfigConflict",
+    "serve_metrics",
+    "MetricsServer",
 ]
