@@ -141,23 +141,26 @@ def _semaphore(scope: str) -> ClusterSemaphore:
         return sem
 
 
-async def _call_subagent(caller: Any, skill: str, arguments: dict[str, Any], timeout: float | None) -> ToolCallResult:
+async def _call_subagent(
+    caller: Any, skill: str, arguments: dict[str, Any], timeout: float | None, orchestrator: str = ""
+) -> ToolCallResult:
     pool = pool_for(caller, skill)
     slot, actor = pool.pick()
-    ref = actor.call.remote(skill, arguments, _telemetry.current_carrier())
+    ref = actor.call.remote(skill, arguments, _telemetry.current_carrier(), orchestrator)
     try:
         if timeout is None:
             return await ref
         return await asyncio.wait_for(asyncio.ensure_future(ref), timeout)
+    except ray.exceptions.RayTaskError as exc:
+        # First: Ray's error for a caller that raised TimeoutError also *is* a TimeoutError.
+        cause = exc.cause if isinstance(exc.cause, BaseException) else exc
+        raise CallerFailed(skill, f"handoff {skill!r}: the caller failed: {type(cause).__name__}: {cause}") from cause
     except asyncio.TimeoutError:
         ray.cancel(ref)
         raise TimeoutError(f"handoff {skill!r} timed out after {timeout}s; the subagent's work was cancelled") from None
     except asyncio.CancelledError:
         ray.cancel(ref)
         raise
-    except ray.exceptions.RayTaskError as exc:
-        cause = exc.cause if isinstance(exc.cause, BaseException) else exc
-        raise CallerFailed(skill, f"handoff {skill!r}: the caller failed: {type(cause).__name__}: {cause}") from cause
     except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError, ray.exceptions.NodeDiedError) as exc:
         pool.forget(slot, actor)
         raise SubagentLost(skill, f"handoff {skill!r}: the subagent serving it was lost ({type(exc).__name__}); retry the call") from exc
@@ -180,14 +183,17 @@ async def _dispatch(orch: "Orchestrator[Any]", call: Call, out_type: Any, *, lim
     error: BaseException | None = None
     with _telemetry.handoff_span(orch.tracer, skill) as span:
         try:
+            waiting_since = time.perf_counter()
             async with _semaphore(orch.semaphore_scope).hold(limit=limit):
-                result = await _call_subagent(caller, skill, arguments, timeout)
+                with _telemetry.holding_permit(orch.name, waiting_since):
+                    result = await _call_subagent(caller, skill, arguments, timeout, orch.name)
             return _decode(skill, result, out_type)
         except BaseException as exc:
             error = exc
             raise
         finally:
             _telemetry.mark_handoff(span, error)
+            _telemetry.record_handoff(orch.name, skill, error, time.perf_counter() - started)
             if error is not None and not isinstance(error, asyncio.CancelledError):
                 logger.warning(
                     "handoff %s failed after %.3fs: %s", skill, time.perf_counter() - started, error,
@@ -232,7 +238,10 @@ async def parallel_handoff(
     cap = await orch.refresh_max_parallel()
     requested = orch.requested_max_parallel
     if requested > cap:
-        orch.logger.warning("max_parallel %d is above the hard ceiling; clamped to %d for this parallel handoff", requested, cap)
+        orch.logger.warning(
+            "max_parallel %d is above the hard ceiling; clamped to %d for this parallel handoff", requested, cap,
+            extra={"skill": ",".join(sorted({c.skill for c in calls if isinstance(c, Call)}))},
+        )
     results: list[Result[Out] | None] = [None] * len(calls)
     pending = iter(enumerate(calls))
 
@@ -255,4 +264,5 @@ async def parallel_handoff(
             await asyncio.wait(workers)  # every permit released, every subagent call cancelled
             raise
         _telemetry.mark_error(span, sum(1 for r in results if r is not None and r.error is not None))
+    _telemetry.batch_finished()
     return [r for r in results if r is not None]

@@ -66,6 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-parallel", type=int, default=4, help="handoffs in flight (<= 0 means 4; above 4 is clamped to 4)")
     run.add_argument("--json", action="store_true", help="print the outcome as JSON on stdout instead of the report")
     run.add_argument("--metrics-port", type=_port, default=None, metavar="PORT", help="serve Prometheus metrics on http://0.0.0.0:PORT/metrics")
+    run.add_argument("--provider", choices=("offline", "openai-compatible"), default="offline",
+                     help="offline (default): rules only; openai-compatible: a model classifies the task and narrates the summary")
+    run.add_argument("--base-url", default=None, metavar="URL",
+                     help="the chat-completions endpoint, e.g. http://localhost:11434/v1 (default: $SOLOIST_LLM_BASE_URL)")
+    run.add_argument("--model", default=None, metavar="NAME", help="the model name (default: $SOLOIST_LLM_MODEL); the key is read from $OPENAI_API_KEY")
     _add_connection_args(run)
     run.set_defaults(handler=_cmd_run)
 
@@ -100,6 +105,15 @@ def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     if not os.path.isdir(args.root):
         err.print(f"[red]soloist run: --root {args.root!r} is not a directory[/]")
         return EXIT_USAGE
+    llm = None
+    if args.provider == "openai-compatible":
+        from actors.llm import LlmConfig, LlmConfigError
+
+        try:
+            llm = LlmConfig.from_env(base_url=args.base_url, model=args.model)
+        except LlmConfigError as exc:
+            err.print(f"[red]soloist run: {exc}[/]")
+            return EXIT_USAGE
     connect(args.address)
     if args.metrics_port is not None:
         from cluster.metrics import serve_metrics
@@ -110,7 +124,8 @@ def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         progress = LiveProgress(err, args.task)
         with progress:
             run = await explore(args.task, args.root, name=args.name, store=args.store, durability=args.durability,
-                                max_turns=args.max_turns, max_parallel=args.max_parallel, on_event=progress.update)
+                                max_turns=args.max_turns, max_parallel=args.max_parallel, on_event=progress.update,
+                                llm=llm)
         if args.json:
             out.print_json(run.model_dump_json())
         else:

@@ -52,14 +52,25 @@ async def explore(
     max_parallel: int = 4,
     on_event: Callable[[RunEvent], None] | None = None,
     on_start: Callable[[Orchestrator[Any]], None] | None = None,
+    llm: Any = None,
 ) -> ExplorationRun:
-    """Explore ``root`` for ``task`` with the built-in coordinators; return how it ended."""
+    """Explore ``root`` for ``task`` with the built-in coordinators; return how it ended.
+
+    With ``llm`` (an ``actors.llm.LlmConfig``) the model classifies the task and narrates the
+    summary (``actors.llm_run``); without it the run is fully offline.
+    """
     if not isinstance(task, str) or not task.strip():
         raise ValueError("the task must be a non-empty string, e.g. \"where is `connect` defined?\"")
     real_root = os.path.realpath(os.fspath(root))
     if not os.path.isdir(real_root):
         raise ValueError(f"--root {os.fspath(root)!r} is not a directory")
-    orch = Orchestrator(AgentState(), caller=code_skill_registry(), name=name, store=store,
+    caller: Any = code_skill_registry()
+    if llm is not None:
+        from actors.composite_caller import CompositeCaller
+        from actors.llm import LlmCaller
+
+        caller = CompositeCaller(caller, LlmCaller(llm))
+    orch = Orchestrator(AgentState(), caller=caller, name=name, store=store,
                         durability=durability, max_parallel=max_parallel)
     if on_start is not None:
         on_start(orch)
@@ -69,7 +80,12 @@ async def explore(
             .update_state("root", real_root)
             .add_message({"role": "user", "content": task})
         )
-        coordinators = {c.name: c for c in default_coordinators()}
+        if llm is not None:
+            from actors.llm_run import llm_coordinators
+
+            coordinators = {c.name: c for c in llm_coordinators()}
+        else:
+            coordinators = {c.name: c for c in default_coordinators()}
         loop = RunLoop(orch, coordinators, first=DEFAULT_FIRST, fallback="coordination", safety="safety",
                        max_turns=max_turns, on_event=on_event)
         outcome = await loop.run(task)

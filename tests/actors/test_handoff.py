@@ -128,6 +128,15 @@ async def test_handoff_wraps_a_caller_failure_and_chains_its_cause():
         await broken.close()
 
 
+async def test_a_caller_raising_timeout_error_is_a_caller_failure_not_a_handoff_timeout():
+    slow = Orchestrator(Empty(), caller=FixedCaller(raises=TimeoutError("upstream took too long")))
+    try:
+        with pytest.raises(CallerFailed, match="the caller failed: TimeoutError: upstream took too long"):
+            await handoff(slow, Call("remote", {}), Empty, timeout=30)
+    finally:
+        await slow.close()
+
+
 async def test_handoff_raises_the_tool_error_text_when_is_error_is_set(orch):
     with pytest.raises(ToolReportedError, match="handoff 'fail'.*cannot add 4 and 5"):
         await handoff(orch, Call("fail", AddIn(a=4, b=5)), AddOut)

@@ -1,0 +1,77 @@
+"""A small MCP server written with the SDK, for the McpToolCaller tests.
+
+Run as ``python mcp_server.py`` (stdio) or ``python mcp_server.py --http PORT`` (streamable
+HTTP on 127.0.0.1). Tools: ``add`` (typed round trip), ``fail`` (a tool error), ``slow``
+(sleeps, then answers this process's pid), ``pid``, and ``work`` (sleeps while counted in a
+``FilePeak`` file, to measure in-flight work where it runs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+from pydantic import BaseModel
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from filepeak import FilePeak  # noqa: E402
+
+server = MCPServer("soloist-test", log_level="ERROR")
+
+
+class Sum(BaseModel):
+    sum: int
+    server_pid: int
+
+
+@server.tool()
+def add(a: int, b: int) -> Sum:
+    """Add two integers."""
+    return Sum(sum=a + b, server_pid=os.getpid())
+
+
+@server.tool()
+def fail(reason: str) -> str:
+    """Always fails with ``reason``."""
+    raise ToolError(f"refused: {reason}")
+
+
+@server.tool()
+async def slow(seconds: float) -> int:
+    """Sleep ``seconds``, then answer this server's pid."""
+    await asyncio.sleep(seconds)
+    return os.getpid()
+
+
+@server.tool()
+def pid() -> int:
+    """This server's pid."""
+    return os.getpid()
+
+
+class Worked(BaseModel):
+    tag: int
+    where: str
+
+
+@server.tool()
+async def work(counter: str, seconds: float, tag: int) -> Worked:
+    """Sleep ``seconds`` while counted in the ``FilePeak`` file ``counter``."""
+    peak = FilePeak(counter)
+    peak.enter()
+    try:
+        await asyncio.sleep(seconds)
+    finally:
+        peak.exit()
+    return Worked(tag=tag, where="mcp")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run()
