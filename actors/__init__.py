@@ -16,9 +16,14 @@ from actors.exceptions import (
     WriteRefused,
 )
 from actors.handoff import Call, Result, handoff, parallel_handoff
+from actors.managed import ManagedAgent, to_payload, to_stored_record
 from actors.orchestrator import DEFAULT_MAX_PARALLEL, HARD_MAX_PARALLEL, Orchestrator
 from actors.skills import SkillRegistrationError, SkillRegistry
 from actors.tools import TextContent, ToolCaller, ToolCallResult
+from actors.composite_caller import AmbiguousTool, CompositeCaller, UnknownTool
+from actors.llm import LlmCaller, LlmConfig, tool_call_transitions
+from actors.mcp_caller import McpServer, McpToolCaller
+from actors.orchestrator_caller import OrchestratorCaller
 
 __all__ = [
     "Orchestrator",
@@ -34,7 +39,19 @@ __all__ = [
     "ToolCallResult",
     "TextContent",
     "SkillRegistry",
+    "ManagedAgent",
+    "to_stored_record",
+    "to_payload",
     "SkillRegistrationError",
+    "McpServer",
+    "McpToolCaller",
+    "CompositeCaller",
+    "UnknownTool",
+    "AmbiguousTool",
+    "OrchestratorCaller",
+    "LlmCaller",
+    "LlmConfig",
+    "tool_call_transitions",
     "WriteRefused",
     "OrchestratorClosed",
     "OrchestratorNotFound",

@@ -29,6 +29,7 @@ from typing import Any, Callable
 import ray
 from pydantic import BaseModel
 
+from actors import _telemetry
 from actors.changes import Change, ChangeKind
 from actors.exceptions import ChangesUnavailable, OrchestratorClosed, VersionConflict, WriteRefused
 from actors.spec import OrchestratorStatistics, RunSpec
@@ -86,8 +87,19 @@ class OrchestratorActor:
                 self._remember(request_id, v)
             for change in changes:
                 self._append_event(change)
+        # The run's managed agents (subagent and coordinator actors); stored records are
+        # loaded (and validated) now, their actors re-created lazily on first use.
+        from actors._agents import AgentRegistry
+
+        self._agents = AgentRegistry(
+            self._name, store=self._store, publish=self._publish_agent, io=self._run_io, caller=spec.caller, log=self._log
+        )
+        # version -> the store future of a staged (not yet durable) write; lets a retried
+        # request id wait for durability instead of being acknowledged early (batch mode).
+        self._staged: dict[int, Future[None]] = {}
         if self._restarted:
             self._log.warning("orchestrator restarted; resumed at version %d", self._committed[0])
+        _telemetry.actor_started(spec.display_name, self._committed[0])
 
     # ------------------------------------------------------------------ reads
 
@@ -184,12 +196,13 @@ class OrchestratorActor:
 
     # ----------------------------------------------------------------- writes
 
+    @_telemetry.measured_apply
     async def apply_fn(self, token: str, request_id: str, fn: Callable[[Any], Any]) -> int:
         self._check_writable(token)
         async with self._write_lock:
             recorded = self._recorded(request_id)
             if recorded is not None:
-                return recorded
+                return await self._durable_version(recorded)
             base_version, base = self._head
             try:
                 new_state = await asyncio.get_running_loop().run_in_executor(self._fn_executor, _run_fn, fn, base)
@@ -203,6 +216,7 @@ class OrchestratorActor:
             await self._await_durable(ack)
         return ack[0]
 
+    @_telemetry.measured_apply
     async def apply_batch(
         self, token: str, request_id: str, transitions: tuple[StateTransition, ...], expected_version: int | None
     ) -> int:
@@ -210,7 +224,7 @@ class OrchestratorActor:
         async with self._write_lock:
             recorded = self._recorded(request_id)
             if recorded is not None:
-                return recorded
+                return await self._durable_version(recorded)
             base_version, base = self._head
             if expected_version is not None and expected_version != base_version:
                 self._stats["conflicts"] += 1
@@ -242,15 +256,59 @@ class OrchestratorActor:
         if self._closed:
             return
         async with self._write_lock:
+            await self._agents.close_all()  # recorded (and published) while the store is open
             self._closed = True
             self._new_event.set()
             if self._checkpoint_task is not None:
                 await self._checkpoint_task
             if self._store is not None:
-                await asyncio.get_running_loop().run_in_executor(self._io_executor, self._store.close)
+                try:
+                    await self._run_io(self._final_checkpoint)
+                finally:
+                    await self._run_io(self._store.close)
         self._fn_executor.shutdown(wait=False)
         self._io_executor.shutdown(wait=False)
         self._log.info("closed at version %d", self._committed[0])
+        await _telemetry.actor_closing()  # push this actor's metrics before the process is killed
+
+    # ---------------------------------------------------------- managed agents
+
+    async def agent_created(self, agent_id: str, kind: str, config: Any, handle: Any) -> dict[str, Any]:
+        """An actor of the run was (re-)created: record ``initializing`` then ``idle``.
+
+        Agent records are the runtime's bookkeeping, not run state (the version does not
+        move), so pools and run loops holding read-only handles may report them.
+        """
+        agent = self._agents.get(agent_id)
+        if agent is None or agent.lifecycle not in ("initializing",):
+            await self._agents.change(agent_id, "initializing", kind=kind, config=config)  # type: ignore[arg-type]
+        return await self._agents.change(agent_id, "idle", config=config, handle=handle)
+
+    async def agent_changed(self, agent_id: str, lifecycle: str, last_error: str | None = None) -> dict[str, Any]:
+        """An agent of the run changed lifecycle (running, idle, error, closed)."""
+        return await self._agents.change(agent_id, lifecycle, last_error=last_error)  # type: ignore[arg-type]
+
+    async def agents(self) -> list[dict[str, Any]]:
+        """Every managed agent of the run, as client payloads."""
+        return self._agents.payloads()
+
+    async def agent_handle(self, agent_id: str) -> Any:
+        """The live handle of an agent, re-created from its stored record on first use."""
+        return await self._agents.ensure(agent_id)
+
+    def _publish_agent(self, payload: dict[str, Any]) -> None:
+        self._append_event(Change(seq=0, version=self._committed[0], kind="agent_state", at=time.time(), agent=payload))
+
+    def _run_io(self, fn: Callable[[], Any]) -> "asyncio.Future[Any]":
+        return asyncio.get_running_loop().run_in_executor(self._io_executor, fn)
+
+    def _final_checkpoint(self) -> None:
+        """On close: checkpoint the last version so the next attach replays nothing."""
+        version, state = self._committed
+        if version > self._last_checkpoint and self._spec.checkpoint_every:
+            self._store.put_checkpoint(self._name, version, state.model_dump(mode="json"))
+            self._store.compact(self._name)
+            self._last_checkpoint = version
 
     # --------------------------------------------------------------- internals
 
@@ -278,6 +336,14 @@ class OrchestratorActor:
             self._log.info("request %s was already committed as version %d; not applied again", request_id, version)
         return version
 
+    async def _durable_version(self, version: int) -> int:
+        """``version`` once it is durable: a retry never gets an earlier acknowledgement
+        than the original request (in batch mode it may still be in the group commit)."""
+        staged = self._staged.get(version)
+        if staged is not None:
+            await asyncio.wrap_future(staged)
+        return version
+
     def _remember(self, request_id: str, version: int) -> None:
         self._requests[request_id] = version
         if len(self._requests) > _REQUEST_MEMORY:
@@ -299,6 +365,7 @@ class OrchestratorActor:
             from actors._recovery import journal_entry
 
             durable = self._store.append(self._name, [journal_entry(version, request_id, kind, transitions, base, new_state)])
+            self._staged[version] = durable
         self._head = (version, new_state)
         self._remember(request_id, version)
         self._stats["applies"] += 1
@@ -312,6 +379,8 @@ class OrchestratorActor:
             except BaseException:
                 self._rollback_after_failed_write(version)
                 raise
+            finally:
+                self._staged.pop(version, None)
         self._acked[version] = (state, change)
         while (nxt := self._committed[0] + 1) in self._acked:
             state, change = self._acked.pop(nxt)
@@ -338,7 +407,8 @@ class OrchestratorActor:
 
     def _maybe_checkpoint(self) -> None:
         every = self._spec.checkpoint_every
-        if self._store is None or not every or self._closed:
+        # exit mode: a checkpoint would flush the journal kept in memory; close() writes one.
+        if self._store is None or not every or self._closed or self._spec.durability == "exit":
             return
         version, state = self._committed
         if version - self._last_checkpoint < every or (self._checkpoint_task and not self._checkpoint_task.done()):

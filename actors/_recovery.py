@@ -18,11 +18,11 @@ from pydantic import BaseModel
 
 from actors.changes import Change, ChangeKind
 from actors.spec import RunSpec
-from cluster.storage import JournalEntry, RunInfo, StoreCorrupted, Store
+from cluster.storage import JournalEntry, JournalGap, RunInfo, Store, StoreCorrupted
 from cluster.storage.diff import apply_diff, diff_states
 from coordinators import StateTransition, reduce
 
-__all__ = ["journal_entry", "restore_or_create", "stored_run_spec"]
+__all__ = ["journal_entry", "replay", "restore_or_create", "stored_run_spec"]
 
 
 def journal_entry(
@@ -49,7 +49,7 @@ def _unpickled(text: str, what: str, store_path: str | None) -> Any:
     try:
         return cloudpickle.loads(base64.b64decode(text))
     except Exception as exc:
-        raise StoreCorrupted(f"{store_path}: the stored {what} cannot be loaded ({type(exc).__name__}: {exc})") from exc
+        raise StoreCorrupted(path=store_path, problem=f"the stored {what} cannot be loaded ({type(exc).__name__}: {exc})") from exc
 
 
 def restore_or_create(store: Store, spec: RunSpec) -> tuple[int, BaseModel, list[tuple[str, int]], list[Change]]:
@@ -63,7 +63,8 @@ def restore_or_create(store: Store, spec: RunSpec) -> tuple[int, BaseModel, list
     if info is None:
         if ray.get_runtime_context().was_current_actor_reconstructed:
             raise StoreCorrupted(
-                f"{store.path}: run {spec.name!r} is missing from the store after a restart; refusing to start from an empty state"
+                path=store.path,
+                problem=f"run {spec.name!r} is missing from the store after a restart; refusing to start from an empty state",
             )
         store.create_run(
             RunInfo(
@@ -82,26 +83,37 @@ def restore_or_create(store: Store, spec: RunSpec) -> tuple[int, BaseModel, list
             spec.initial.model_dump(mode="json"),
         )
         return 0, spec.initial, [], []
-    state_type = type(spec.initial)
-    checkpoint, entries = store.load(spec.name)
+    return replay(store, spec.name, type(spec.initial))
+
+
+def replay(store: Store, run: str, state_type: type[BaseModel]) -> tuple[int, BaseModel, list[tuple[str, int]], list[Change]]:
+    """The run's last committed version and state: its latest checkpoint plus every later
+    journal entry. A gap, a damaged row or a state that does not validate raises the store's
+    error naming the file and the entry; nothing is ever skipped."""
+    checkpoint, entries = store.load(run)
     state = _validated(state_type, checkpoint.state, store, f"checkpoint at version {checkpoint.version}")
     version = checkpoint.version
     requests: list[tuple[str, int]] = []
     changes: list[Change] = []
     for entry in entries:
         if entry.version != version + 1:
-            raise StoreCorrupted(f"{store.path}: journal of run {spec.name!r} jumps from version {version} to {entry.version}")
+            raise JournalGap(path=store.path, run=run, missing=version + 1, detail=f"the journal jumps to {entry.version}")
         if entry.kind == "batch":
             try:
                 transitions = tuple(StateTransition.model_validate(t) for t in entry.payload)
                 state = reduce(state, transitions)
             except Exception as exc:
                 raise StoreCorrupted(
-                    f"{store.path}: journal entry {entry.version} of run {spec.name!r} does not replay: {exc}"
+                    path=store.path, problem=f"journal entry {entry.version} of run {run!r} does not replay: {exc}"
                 ) from exc
         else:
             transitions = None
-            doc = apply_diff(state.model_dump(mode="json"), entry.payload)
+            try:
+                doc = apply_diff(state.model_dump(mode="json"), entry.payload)
+            except Exception as exc:  # a damaged diff: name the entry, never guess
+                raise StoreCorrupted(
+                    path=store.path, problem=f"journal entry {entry.version} of run {run!r} does not apply: {exc}"
+                ) from exc
             state = _validated(state_type, doc, store, f"journal entry {entry.version}")
         version = entry.version
         requests.append((entry.request_id, version))
@@ -113,7 +125,7 @@ def _validated(state_type: type[BaseModel], doc: Any, store: Store, what: str) -
     try:
         return state_type.model_validate(doc)
     except Exception as exc:
-        raise StoreCorrupted(f"{store.path}: the {what} does not validate as {state_type.__name__}: {exc}") from exc
+        raise StoreCorrupted(path=store.path, problem=f"the {what} does not validate as {state_type.__name__}: {exc}") from exc
 
 
 def stored_run_spec(store_spec: Any, name: str, durability: str) -> RunSpec:
@@ -127,8 +139,12 @@ def stored_run_spec(store_spec: Any, name: str, durability: str) -> RunSpec:
             raise LookupError(f"no stored run named {name!r} in {store.path}")
         meta = info.metadata
         state_type = _unpickled(meta["state_class"], "state type", store.path)
-        checkpoint, _ = store.load(name)
-        initial = _validated(state_type, checkpoint.state, store, f"checkpoint at version {checkpoint.version}")
+        # Replayed here once, so a gap or a damaged entry fails attach with the store's own
+        # error (a failing actor constructor would reach the caller only as text).
+        _, initial, _, _ = replay(store, name, state_type)
+        from actors._agents import load_agent_records
+
+        load_agent_records(store, name)  # a damaged agent record fails attach, not a worker
         return RunSpec(
             name=name,
             named=True,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterable
 from typing import Any, Callable, Generic, TypeVar
@@ -19,6 +20,7 @@ import ray
 from pydantic import BaseModel
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from actors import _telemetry
 from actors._orchestrator_actor import OrchestratorActor
 from actors.changes import Change
 from actors.exceptions import OrchestratorClosed, OrchestratorNotFound, WriteRefused
@@ -40,6 +42,7 @@ HARD_MAX_PARALLEL = 4
 _RemoteOrchestrator = ray.remote(OrchestratorActor)
 _POLL_SECONDS = 10.0
 _UNAVAILABLE_RETRY_SECONDS = 120.0
+_CAP_READ_SECONDS = 2.0  # a parallel handoff never waits longer than this on a restarting actor
 
 
 def actor_name(run_name: str) -> str:
@@ -176,7 +179,12 @@ class Orchestrator(Generic[S]):
                     f"no live orchestrator named {name!r}; pass store=... to restart it from its stored journal"
                 )
             return cls._restart_from_store(name, store, durability, token)
-        return cls._wrap(handle, name, token)
+        try:
+            return cls._wrap(handle, name, token)
+        except ray.exceptions.RayActorError:
+            if store is None:  # the name still resolved to an actor that was just closed
+                raise OrchestratorNotFound(f"orchestrator {name!r} is no longer running; pass store=... to restart it") from None
+            return cls._restart_from_store(name, store, durability, token)
 
     @classmethod
     def _wrap(cls, handle: Any, name: str, token: str | None) -> "Orchestrator[Any]":
@@ -262,12 +270,15 @@ class Orchestrator(Generic[S]):
 
     async def snapshot(self) -> S:
         """A deep copy of the committed state (same type as the initial state)."""
-        _, state = await self._call("snapshot")
+        _, state = await self.versioned_snapshot()
         return state
 
     async def versioned_snapshot(self) -> tuple[int, S]:
         """``(version, state)`` read together, for compare-and-set loops."""
-        return await self._call("snapshot")
+        started = time.perf_counter()
+        result = await self._call("snapshot")
+        _telemetry.record_snapshot(self._name, time.perf_counter() - started)  # the round trip callers wait for
+        return result
 
     async def version(self) -> int:
         return await self._call("version")
@@ -282,8 +293,8 @@ class Orchestrator(Generic[S]):
     async def refresh_max_parallel(self) -> int:
         """Read the run's cap from the actor (another process may have changed it)."""
         try:
-            self._max_parallel = await self._call("max_parallel")
-        except (ray.exceptions.RayActorError, OrchestratorClosed):
+            self._max_parallel = await asyncio.wait_for(self._actor.max_parallel.remote(), _CAP_READ_SECONDS)
+        except (ray.exceptions.RayError, asyncio.TimeoutError):
             pass  # restarting or gone: keep the cached cap; the cluster semaphore still caps at 4
         return self.max_parallel
 
@@ -473,12 +484,12 @@ def _start_actor(spec: RunSpec, *, detached: bool) -> Any:
         options.update(name=actor_name(spec.name), namespace=SOLOIST_NAMESPACE)
     if detached:
         options["lifetime"] = "detached"
-    # The orchestrator lives beside the driver that created it: its store file is there, and
-    # worker nodes come and go. A durable run is pinned (a restart elsewhere would not find
-    # the file); a memory-only one merely prefers this node.
+    # The orchestrator lives on the node of the driver that created (or attached) it: its
+    # store file is there, and worker nodes come and go. Pinned, not merely preferred: Ray
+    # spills "soft" placements to other nodes, where a node removal would take the run down
+    # (and a restarted durable actor would not find its file).
     here = ray.get_runtime_context().get_node_id()
-    durable_file = isinstance(spec.store, str)
-    options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(here, soft=not durable_file)
+    options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(here, soft=False)
     if spec.store is not None:
         # Durable runs restart after a crash, and Ray resends in-flight writes: exactly-once
         # because every write carries a request id.

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict
 from actors.tools import ToolCallResult
 from cluster.connect import SOLOIST_NAMESPACE
 
-__all__ = ["SubagentActor", "SubagentPool", "pool_for", "PoolStatistics"]
+__all__ = ["SubagentActor", "SubagentPool", "pool_for", "PoolStatistics", "create_replica", "track", "untrack"]
 
 _log = logging.getLogger(__name__)
 _DEFAULT_REPLICAS = 4
@@ -35,11 +35,16 @@ class SubagentActor:
         self._caller = caller
         self._skill = skill
 
-    async def call(self, name: str, arguments: dict[str, Any], trace_context: dict[str, str] | None = None) -> ToolCallResult:
-        from actors._telemetry import subagent_span
+    async def call(
+        self, name: str, arguments: dict[str, Any], trace_context: dict[str, str] | None = None, orchestrator: str = ""
+    ) -> ToolCallResult:
+        from actors._telemetry import subagent_call
 
-        with subagent_span(name, trace_context):
+        # The caller's trace context (so the skill's spans nest under its handoff) and the
+        # per-node call count, pushed to the metrics collector by a background thread.
+        with subagent_call(name, trace_context, orchestrator) as outcome:
             result = await self._caller.call_tool(name, arguments)
+            outcome.tool_error = bool(getattr(result, "is_error", False) or (isinstance(result, dict) and result.get("is_error")))
         if isinstance(result, ToolCallResult):
             return result
         return ToolCallResult.model_validate(result if isinstance(result, dict) else result.model_dump())
@@ -52,6 +57,20 @@ class SubagentActor:
 
 
 _RemoteSubagent = ray.remote(SubagentActor)
+
+
+def create_replica(caller: Any, skill: str, *, name: str, num_cpus: float) -> Any:
+    """The named subagent actor ``name`` (joined if it is alive, created otherwise)."""
+    return _RemoteSubagent.options(
+        name=name,
+        namespace=SOLOIST_NAMESPACE,
+        get_if_exists=True,
+        num_cpus=num_cpus,
+        scheduling_strategy="SPREAD",
+        max_restarts=-1,  # a killed replica comes back for the next call...
+        max_task_retries=0,  # ...but the call it was serving fails: no silent re-execution
+        max_concurrency=64,
+    ).remote(caller, skill)
 
 
 class PoolStatistics(BaseModel):
@@ -72,6 +91,7 @@ class SubagentPool:
         self._caller = caller
         self._skill = skill
         self._name = f"soloist:sub:{key}:{skill}"
+        self._key = key
         self._replicas = replicas
         self._num_cpus = num_cpus
         # One handle per replica slot; a slot whose actor died is re-created lazily.
@@ -88,18 +108,24 @@ class SubagentPool:
     def _slot_handle(self, slot: int) -> Any:
         handle = self._handles[slot]
         if handle is None:
-            handle = _RemoteSubagent.options(
-                name=f"{self._name}:{slot}",
-                namespace=SOLOIST_NAMESPACE,
-                get_if_exists=True,
-                num_cpus=self._num_cpus,
-                scheduling_strategy="SPREAD",
-                max_restarts=-1,  # a killed replica comes back for the next call...
-                max_task_retries=0,  # ...but the call it was serving fails: no silent re-execution
-                max_concurrency=64,
-            ).remote(self._caller, self._skill)
+            handle = create_replica(self._caller, self._skill, name=f"{self._name}:{slot}", num_cpus=self._num_cpus)
             self._handles[slot] = handle
+            self._report(slot, handle, None)  # once per (re-)creation: off the per-call path
         return handle
+
+    def _report(self, slot: int, handle: Any, error: str | None) -> None:
+        """Tell every run that tracks this pool's caller that a replica was created or lost."""
+        from actors.managed import AgentConfig
+
+        agent_id = f"{self._name}:{slot}"
+        config = AgentConfig(skill=self._skill, replicas=self._replicas, slot=slot, actor_name=agent_id,
+                             num_cpus=self._num_cpus)
+        for orchestrator in _trackers_of(self._key):
+            # Fire and forget: the orchestrator persists, then publishes, in arrival order.
+            if error is None:
+                orchestrator.agent_created.remote(agent_id, "subagent", config, handle)
+            else:
+                orchestrator.agent_changed.remote(agent_id, "error", error)
 
     def pick(self) -> tuple[int, Any]:
         """The next replica, round robin."""
@@ -114,6 +140,7 @@ class SubagentPool:
             if self._handles[slot] is handle:
                 self._handles[slot] = None
                 self._replaced += 1
+                self._report(slot, handle, "the subagent actor was lost; it is replaced on the next call")
                 _log.warning("subagent %s:%d is gone; it will be replaced", self._name, slot, extra={"component": "subagent", "skill": self._skill})
 
     def handles(self) -> list[Any]:
@@ -140,6 +167,30 @@ def _caller_key(caller: Any) -> str:
     digest = hashlib.sha1(cloudpickle.dumps(caller)).hexdigest()[:12]
     _caller_keys[id(caller)] = (caller, f"caller-{digest}")
     return f"caller-{digest}"
+
+
+# caller key -> {run name: orchestrator actor handle}: the runs whose managed-agent records
+# follow the replicas this process creates for that caller.
+_trackers: dict[str, dict[str, Any]] = {}
+
+
+def track(caller: Any, run: str, orchestrator_actor: Any) -> None:
+    """Record the pool replicas created in this process for ``caller`` as agents of ``run``."""
+    key = _caller_key(caller)
+    with _pools_lock:
+        _trackers.setdefault(key, {})[run] = orchestrator_actor
+
+
+def untrack(run: str) -> None:
+    """Stop reporting replicas to ``run`` (it was closed)."""
+    with _pools_lock:
+        for runs in _trackers.values():
+            runs.pop(run, None)
+
+
+def _trackers_of(key: str) -> list[Any]:
+    with _pools_lock:
+        return list(_trackers.get(key, {}).values())
 
 
 def pool_for(caller: Any, skill: str) -> SubagentPool:

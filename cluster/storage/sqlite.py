@@ -188,8 +188,17 @@ class SqliteStore:
         return [self._run_info(row) for row in rows]
 
     def find_request(self, run: str, request_id: str) -> int | None:
-        """The version committed with ``request_id`` (also after compaction), or None."""
-        self._drain_pending()
+        """The version committed with ``request_id`` (also after compaction), or None.
+
+        Exit mode: entries kept in memory are searched first, and nothing is flushed (an
+        orchestrator checks every write's request id; flushing here would defeat ``exit``).
+        """
+        with self._lock:
+            for pending_run, entries, _rows in self._pending:
+                if pending_run == run:
+                    for entry in entries:
+                        if entry.request_id == request_id:
+                            return entry.version
         with self._read() as conn:
             self._require_run(conn, run)
             row = conn.execute("SELECT version FROM requests WHERE run = ? AND request_id = ?", (run, request_id))

@@ -1,0 +1,93 @@
+"""A driver process for the crash tests (tests/actors/test_durable_crash.py).
+
+Starts its own embedded Ray, creates a durable orchestrator and applies ``count``
+increments, each with an explicit request id, from ``concurrency`` concurrent writers. Every
+``resend_every``-th request id is sent a second time on purpose. It prints one line per
+event, flushed, for the test to parse:
+
+- ``PID <pid>``: the orchestrator's worker process (again after every restart);
+- ``ACK <i> <version>``: request ``req-<i>`` was acknowledged at ``version``;
+- ``RESEND <i> <version>``: the deliberate resend of ``req-<i>`` returned ``version``;
+- ``FINAL <count> <version> <duplicates>``: the state after the last acknowledgement.
+
+The test kills the worker with SIGKILL while this runs. Usage:
+``python _crash_driver.py STORE MODE COUNT CONCURRENCY RESEND_EVERY``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+import ray
+from pydantic import BaseModel
+
+
+class Counter(BaseModel):
+    count: int = 0
+
+
+def increment(state: Counter) -> None:
+    state.count += 1
+
+
+def _out(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+async def _watch_pid(actor: object, stop: asyncio.Event) -> None:
+    """Report the orchestrator's worker pid whenever it changes (i.e. after a restart)."""
+    last = None
+    while not stop.is_set():
+        try:
+            pid = await actor.__ray_call__.remote(lambda self: os.getpid())  # type: ignore[attr-defined]
+        except (ray.exceptions.ActorUnavailableError, ray.exceptions.RayActorError) as exc:
+            print(f"pid probe: orchestrator unavailable ({type(exc).__name__}); retrying", file=sys.stderr)
+        else:
+            if pid != last:
+                last = pid
+                _out(f"PID {pid}")
+        try:
+            await asyncio.wait_for(stop.wait(), 0.05)
+        except asyncio.TimeoutError:
+            continue
+
+
+async def main(store: str, mode: str, count: int, concurrency: int, resend_every: int) -> None:
+    from actors import Orchestrator
+
+    orch = Orchestrator(Counter(), name=f"crash-{mode}", store=store, durability=mode, checkpoint_every=100)
+    stop = asyncio.Event()
+    watcher = asyncio.create_task(_watch_pid(orch._actor, stop))
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(count):
+        queue.put_nowait(i)
+
+    async def writer() -> None:
+        while not queue.empty():
+            i = queue.get_nowait()
+            version = await orch.apply(increment, request_id=f"req-{i}")
+            _out(f"ACK {i} {version}")
+            if resend_every and i % resend_every == 0:
+                again = await orch.apply(increment, request_id=f"req-{i}")
+                _out(f"RESEND {i} {again}")
+
+    await asyncio.gather(*(writer() for _ in range(concurrency)))
+    stop.set()
+    await watcher
+    version, state = await orch.versioned_snapshot()
+    stats = await orch.statistics()
+    _out(f"FINAL {state.count} {version} {stats.duplicate_requests}")
+    await orch.close()
+
+
+if __name__ == "__main__":
+    path, durability, n, conc, every = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+    ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=100 * 1024 * 1024,
+             log_to_driver=False)
+    try:
+        asyncio.run(main(path, durability, n, conc, every))
+    finally:
+        ray.shutdown()

@@ -1,0 +1,119 @@
+"""Crash recovery end to end: SIGKILL the orchestrator's worker while a driver applies.
+
+The driver (``_crash_driver.py``) runs in its own process with its own embedded Ray and
+applies 1,000 increments with explicit request ids (some resent on purpose). This test
+kills the orchestrator's worker process with SIGKILL at random acknowledgement counts.
+Afterwards the state must equal the number of acknowledged requests exactly, the
+acknowledged versions must be exactly 1..N, and every resend must return the version of
+the original (nothing applied twice) - also as read back from the store file.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from cluster.storage import SqliteStore
+
+pytestmark = pytest.mark.timeout(240)
+
+DRIVER = Path(__file__).with_name("_crash_driver.py")
+APPLIES = 1_000
+KILLS = 4
+DEADLINE_SECONDS = 180
+
+
+def _run_driver_and_kill(store: Path, mode: str, concurrency: int, seed: int) -> dict[str, object]:
+    """Run the driver, SIGKILL the orchestrator at ``KILLS`` random points, parse its report."""
+    rng = random.Random(seed)
+    thresholds = sorted(rng.sample(range(50, APPLIES - 50), KILLS))
+    env = {**os.environ, "RAY_DEDUP_LOGS": "0", "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(Path.cwd())}
+    proc = subprocess.Popen(
+        [sys.executable, str(DRIVER), str(store), mode, str(APPLIES), str(concurrency), "97"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+    )
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line.strip())
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    acks: dict[int, int] = {}
+    resends: dict[int, int] = {}
+    pids: list[int] = []
+    killed: list[int] = []
+    final: tuple[int, int] | None = None
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    try:
+        while True:
+            line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            if line is None:
+                break
+            kind, *rest = line.split()
+            if kind == "PID":
+                pids.append(int(rest[0]))
+            elif kind == "ACK":
+                assert int(rest[0]) not in acks, f"request {rest[0]} acknowledged twice by the driver"
+                acks[int(rest[0])] = int(rest[1])
+            elif kind == "RESEND":
+                resends[int(rest[0])] = int(rest[1])
+            elif kind == "FINAL":
+                final = (int(rest[0]), int(rest[1]))
+            # Kill at the next threshold, once the worker that answered since the last kill is known.
+            if thresholds and len(acks) >= thresholds[0] and pids and pids[-1] not in killed:
+                thresholds.pop(0)
+                killed.append(pids[-1])
+                os.kill(pids[-1], signal.SIGKILL)
+        assert proc.wait(timeout=60) == 0, f"driver exited with {proc.returncode}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return {"acks": acks, "resends": resends, "pids": pids, "killed": killed, "final": final}
+
+
+def _assert_exactly_once(report: dict[str, object], store: Path, mode: str) -> None:
+    acks: dict[int, int] = report["acks"]  # type: ignore[assignment]
+    resends: dict[int, int] = report["resends"]  # type: ignore[assignment]
+    killed: list[int] = report["killed"]  # type: ignore[assignment]
+    pids: list[int] = report["pids"]  # type: ignore[assignment]
+    assert len(killed) >= 3, f"only {len(killed)} kills happened (pids seen: {pids})"
+    assert len(set(pids)) >= len(killed) + 1, "the orchestrator did not come back after every kill"
+    assert sorted(acks) == list(range(APPLIES)), "some requests were never acknowledged"
+    assert sorted(acks.values()) == list(range(1, APPLIES + 1)), "acknowledged versions have a gap or a repeat"
+    assert resends and all(resends[i] == acks[i] for i in resends), "a resent request id got another version"
+    assert report["final"] == (APPLIES, APPLIES), f"state/version after recovery: {report['final']}"
+    stored = SqliteStore(store)
+    try:
+        checkpoint, entries = stored.load(f"crash-{mode}")
+        last = entries[-1].version if entries else checkpoint.version
+        assert last == APPLIES
+        assert [e.version for e in entries] == list(range(checkpoint.version + 1, last + 1))
+        for i in (0, 97, 500, APPLIES - 1):
+            assert stored.find_request(f"crash-{mode}", f"req-{i}") == acks[i]
+    finally:
+        stored.close()
+
+
+def test_sync_mode_survives_sigkills_with_every_acknowledged_apply_exactly_once(tmp_path: Path) -> None:
+    store = tmp_path / "crash-sync.db"
+    report = _run_driver_and_kill(store, "sync", concurrency=1, seed=4)
+    _assert_exactly_once(report, store, "sync")
+
+
+def test_batch_mode_survives_sigkills_with_every_acknowledged_apply_exactly_once(tmp_path: Path) -> None:
+    store = tmp_path / "crash-batch.db"
+    report = _run_driver_and_kill(store, "batch", concurrency=8, seed=5)
+    _assert_exactly_once(report, store, "batch")

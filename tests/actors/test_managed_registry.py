@@ -1,0 +1,187 @@
+"""Managed agents inside a run: persisted before published, in order, restored lazily.
+
+Drives the orchestrator's registry through the runtime paths that feed it: subagent pools
+(replica created), the run loop (coordinators running/idle/closed), and a crash restart
+(records restored without handles, actors re-created on first use, once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray
+from pydantic import BaseModel
+
+from actors import Change, Orchestrator, SkillRegistry, handoff
+from actors._agents import AgentNotFound, pickled_extra
+from actors.managed import AgentConfig, IllegalLifecycleTransition
+from actors.run_loop import RunLoop, create_coordinator_actor
+from actors.subagents import pool_for
+from cluster.status import collect_status
+from cluster.storage import SqliteStore
+from coordinators import AgentState, ContextSnapshot, CoordinatorResult, TransitionBatch
+
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
+
+
+class EchoIn(BaseModel):
+    text: str
+
+
+class Finisher:
+    """One turn: write a marker and stop the run."""
+
+    name = "finisher"
+
+    async def process(self, snapshot: ContextSnapshot, message: str) -> CoordinatorResult:
+        return CoordinatorResult(TransitionBatch().update_state("seen", message), should_continue=False)
+
+
+async def _agent_events(orch: Orchestrator, count: int, since: int = 0) -> list[dict[str, Any]]:
+    """The next ``count`` agent_state payloads published by the run, in order."""
+    out: list[dict[str, Any]] = []
+
+    async def collect() -> None:
+        async for change in orch.subscribe(since=since):
+            if change.kind == "agent_state":
+                assert change.agent is not None
+                out.append(change.agent)
+                if len(out) == count:
+                    return
+
+    await asyncio.wait_for(collect(), timeout=60)
+    return out
+
+
+async def _kill_worker(orch: Orchestrator) -> None:
+    pid = await orch._actor.__ray_call__.remote(lambda self: os.getpid())
+    os.kill(pid, signal.SIGKILL)
+
+
+async def test_agent_state_events_follow_store_writes_in_change_order(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    orch = Orchestrator(AgentState(), name="order", store=path)
+    store = SqliteStore(path)
+    try:
+        handle = create_coordinator_actor(Finisher())
+        config = AgentConfig(extra={"coordinator": pickled_extra(Finisher())})
+        listener = asyncio.ensure_future(_agent_events(orch, 6))
+        await orch._agent_created("coordinator:a", "coordinator", config, handle)  # initializing, idle
+        await orch._agent_changed("coordinator:a", "running")
+        await orch._agent_created("coordinator:b", "coordinator", config, handle)  # initializing, idle
+        await orch._agent_changed("coordinator:a", "idle")
+        events = await listener
+        assert [(e["agent_id"], e["lifecycle"]) for e in events] == [
+            ("coordinator:a", "initializing"), ("coordinator:a", "idle"), ("coordinator:a", "running"),
+            ("coordinator:b", "initializing"), ("coordinator:b", "idle"), ("coordinator:a", "idle"),
+        ]
+        assert all("handle" not in e and e["run"] == "order" for e in events)
+        # Every published record was durable no later than its event.
+        rows = {row.agent_id: row for row in store.list_agents("order")}
+        assert rows["coordinator:a"].record["lifecycle"] == "idle" and rows["coordinator:b"].record["lifecycle"] == "idle"
+        assert rows["coordinator:a"].seq > rows["coordinator:b"].seq  # written last, as published last
+        for event in events:
+            assert rows[event["agent_id"]].record["updated_at"] >= event["updated_at"]
+    finally:
+        store.close()
+        await orch.close()
+
+
+async def test_an_illegal_lifecycle_change_is_refused_naming_both_states(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    orch = Orchestrator(AgentState(), name="illegal", store=path)
+    try:
+        await orch._agent_created("coordinator:x", "coordinator", AgentConfig(), create_coordinator_actor(Finisher()))
+        await orch._agent_changed("coordinator:x", "closed")
+        with pytest.raises(IllegalLifecycleTransition, match="from 'closed' to 'running'"):
+            await orch._agent_changed("coordinator:x", "running")
+        assert [a["lifecycle"] for a in await orch.agents()] == ["closed"]
+    finally:
+        await orch.close()
+
+
+async def test_close_records_every_agent_as_closed_and_status_shows_them(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    orch = Orchestrator(AgentState(), name="closing", store=path)
+    await orch._agent_created("coordinator:x", "coordinator", AgentConfig(), create_coordinator_actor(Finisher()))
+    await orch.close()
+    report = collect_status(store=str(path), address=None)
+    (run,) = report.runs
+    assert [(a["agent_id"], a["kind"], a["lifecycle"]) for a in run.agents] == [("coordinator:x", "coordinator", "closed")]
+
+
+async def test_subagent_pool_replicas_are_recorded_when_created(tmp_path: Path) -> None:
+    skills = SkillRegistry()
+
+    @skills.skill("managed_echo")
+    def echo(inp: EchoIn) -> EchoIn:
+        return inp
+
+    orch = Orchestrator(AgentState(), name="pooled", caller=skills, store=tmp_path / "s.db")
+    try:
+        replicas = pool_for(skills, "managed_echo").statistics().replicas
+        listener = asyncio.ensure_future(_agent_events(orch, 2 * replicas))
+        for i in range(replicas):  # round robin: one new replica per call
+            assert (await handoff(orch, _call("managed_echo", f"hi {i}"), EchoIn)).text == f"hi {i}"
+        events = await listener
+        assert [e["lifecycle"] for e in events] == ["initializing", "idle"] * replicas
+        assert {e["kind"] for e in events} == {"subagent"} and {e["config"]["skill"] for e in events} == {"managed_echo"}
+        assert events[1]["agent_id"].endswith(":managed_echo:0") and events[1]["live"] is True
+        before = await orch.agents()
+        # Further handoffs reuse the replicas: nothing new is recorded (off the per-call path).
+        for i in range(2 * replicas):
+            await handoff(orch, _call("managed_echo", "again"), EchoIn)
+        assert await orch.agents() == before and len(before) == replicas
+    finally:
+        await orch.close()
+
+
+def _call(skill: str, text: str) -> Any:
+    from actors import Call
+
+    return Call(skill, EchoIn(text=text))
+
+
+async def test_run_loop_records_its_coordinators_running_idle_then_closed(tmp_path: Path) -> None:
+    orch = Orchestrator(AgentState(), name="looped", store=tmp_path / "s.db")
+    try:
+        listener = asyncio.ensure_future(_agent_events(orch, 5))
+        outcome = await RunLoop(orch, {"finisher": Finisher()}, first="finisher", fallback="finisher", safety=None).run("go")
+        assert outcome.status in ("complete", "stopped")
+        events = await listener
+        assert [e["lifecycle"] for e in events] == ["initializing", "idle", "running", "idle", "closed"]
+        assert {e["agent_id"] for e in events} == {"coordinator:finisher"}
+    finally:
+        await orch.close()
+
+
+async def test_after_a_crash_agents_are_recreated_lazily_once_from_their_records(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    orch = Orchestrator(AgentState(), name="lazy", store=path)
+    try:
+        config = AgentConfig(extra={"coordinator": pickled_extra(Finisher())})
+        await orch._agent_created("coordinator:f", "coordinator", config, create_coordinator_actor(Finisher()))
+        await _kill_worker(orch)
+        after_restart = await orch.version()  # waits out the restart
+        (restored,) = await orch.agents()
+        assert restored["lifecycle"] == "idle" and restored["live"] is False  # record only, no actor yet
+        assert (await orch.statistics()).restarted
+        listener = asyncio.ensure_future(_agent_events(orch, 2, since=after_restart))
+        first, second = await asyncio.gather(orch.agent_handle("coordinator:f"), orch.agent_handle("coordinator:f"))
+        assert first._actor_id == second._actor_id  # two concurrent first uses, one actor
+        assert [e["lifecycle"] for e in await listener] == ["initializing", "idle"]
+        (live,) = await orch.agents()
+        assert live["live"] is True and live["restarts"] == 1
+        ctx = await orch.context()
+        result = await first.process.remote(ctx, "hello")
+        assert isinstance(result, CoordinatorResult)
+        assert (await orch.agent_handle("coordinator:f"))._actor_id == first._actor_id  # no third creation
+        with pytest.raises(AgentNotFound, match="no agent 'coordinator:nope'"):
+            await orch.agent_handle("coordinator:nope")
+    finally:
+        await orch.close()
