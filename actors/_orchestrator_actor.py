@@ -24,22 +24,22 @@ import inspect
 import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
-import ray
 from pydantic import BaseModel
 
 from actors import _telemetry
+from actors._change_log import ChangeLog
+from actors._json_clean import json_round_trip
 from actors.changes import Change, ChangeKind
-from actors.exceptions import ChangesUnavailable, OrchestratorClosed, VersionConflict, WriteRefused
+from actors.exceptions import OrchestratorClosed, VersionConflict, WriteRefused
+from cluster.connect import actor_was_restarted
 from actors.spec import OrchestratorStatistics, RunSpec
-from coordinators import AgentState, ContextSnapshot, StateTransition, TransitionBatch, reduce
+from coordinators import AgentState, ContextSnapshot, StateTransition, reduce
 
 __all__ = ["OrchestratorActor"]
 
-_CHANGE_LOG_SIZE = 10_000  # committed events kept in memory for subscribers
 _REQUEST_MEMORY = 50_000  # request id -> version, most recent first, for exactly-once
-_MAX_CHANGES_PER_POLL = 1_000
 
 
 class OrchestratorActor:
@@ -66,9 +66,7 @@ class OrchestratorActor:
         # Acknowledged out of order in batch mode; published strictly in version order.
         self._acked: dict[int, tuple[BaseModel, Change]] = {}
         self._requests: collections.OrderedDict[str, int] = collections.OrderedDict()
-        self._changes: collections.deque[Change] = collections.deque(maxlen=_CHANGE_LOG_SIZE)
-        self._seq = 0
-        self._new_event = asyncio.Event()
+        self._log_of_changes = ChangeLog(spec.display_name)
         self._context_cache: tuple[int, ContextSnapshot] | None = None
         self._max_parallel_requested = spec.max_parallel
         self._closed = False
@@ -76,7 +74,7 @@ class OrchestratorActor:
         self._last_checkpoint = 0
         self._stats: dict[str, int] = collections.Counter()
         self._store = spec.open_store()
-        self._restarted = ray.get_runtime_context().was_current_actor_reconstructed
+        self._restarted = actor_was_restarted()
         if self._store is not None:
             from actors._recovery import restore_or_create
 
@@ -86,7 +84,7 @@ class OrchestratorActor:
             for request_id, v in requests:
                 self._remember(request_id, v)
             for change in changes:
-                self._append_event(change)
+                self._log_of_changes.append(change)
         # The run's managed agents (subagent and coordinator actors); stored records are
         # loaded (and validated) now, their actors re-created lazily on first use.
         from actors._agents import AgentRegistry
@@ -127,43 +125,7 @@ class OrchestratorActor:
     async def changes(self, after_seq: int | None, since_version: int, timeout: float) -> list[Change]:
         """Committed events after ``after_seq`` (or after version ``since_version`` on the
         first poll), waiting up to ``timeout`` seconds for one to arrive."""
-        if after_seq is None:
-            after_seq = self._seq_after_version(since_version)
-        deadline = time.monotonic() + timeout
-        while not self._closed:
-            if self._seq > after_seq:
-                start = after_seq - self._seq  # negative offset from the end of the log
-                out = list(self._changes)[start:] if -start <= len(self._changes) else None
-                if out is None:
-                    raise ChangesUnavailable(
-                        f"changes after event {after_seq} are no longer retained (the log keeps the last {_CHANGE_LOG_SIZE}); "
-                        "resubscribe from a recent version"
-                    )
-                return out[:_MAX_CHANGES_PER_POLL]
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return []
-            event = self._new_event
-            try:
-                await asyncio.wait_for(event.wait(), remaining)
-            except asyncio.TimeoutError:
-                return []
-        raise OrchestratorClosed(f"orchestrator {self._spec.display_name!r} is closed")
-
-    def _seq_after_version(self, since_version: int) -> int:
-        if since_version < 0:
-            raise ValueError(f"subscribe(since=...) takes a version >= 0, got {since_version}")
-        committed = self._committed[0]
-        if since_version >= committed:
-            return self._seq
-        for change in self._changes:
-            if change.kind != "agent_state" and change.version == since_version + 1:
-                return change.seq - 1
-        oldest = next((c.version for c in self._changes if c.kind != "agent_state"), committed + 1)
-        raise ChangesUnavailable(
-            f"changes after version {since_version} are no longer retained in memory (oldest retained: version {oldest}); "
-            f"subscribe with since >= {oldest - 1} or read snapshot() first"
-        )
+        return await self._log_of_changes.read(after_seq, since_version, self._committed[0], timeout)
 
     async def max_parallel(self) -> int:
         return self._max_parallel_requested
@@ -198,34 +160,16 @@ class OrchestratorActor:
 
     @_telemetry.measured_apply
     async def apply_fn(self, token: str, request_id: str, fn: Callable[[Any], Any]) -> int:
-        self._check_writable(token)
-        async with self._write_lock:
-            recorded = self._recorded(request_id)
-            if recorded is not None:
-                return await self._durable_version(recorded)
-            base_version, base = self._head
-            try:
-                new_state = await asyncio.get_running_loop().run_in_executor(self._fn_executor, _run_fn, fn, base)
-            except BaseException:
-                self._stats["apply_errors"] += 1
-                raise
-            ack = self._stage(new_state, "fn", None, request_id, base)
-            if self._spec.durability != "batch":
-                await self._await_durable(ack)
-        if self._spec.durability == "batch":
-            await self._await_durable(ack)
-        return ack[0]
+        async def compute(base_version: int, base: BaseModel) -> BaseModel:
+            return await asyncio.get_running_loop().run_in_executor(self._fn_executor, _run_fn, fn, base)
+
+        return await self._write(token, request_id, "fn", None, compute)
 
     @_telemetry.measured_apply
     async def apply_batch(
         self, token: str, request_id: str, transitions: tuple[StateTransition, ...], expected_version: int | None
     ) -> int:
-        self._check_writable(token)
-        async with self._write_lock:
-            recorded = self._recorded(request_id)
-            if recorded is not None:
-                return await self._durable_version(recorded)
-            base_version, base = self._head
+        async def compute(base_version: int, base: BaseModel) -> BaseModel:
             if expected_version is not None and expected_version != base_version:
                 self._stats["conflicts"] += 1
                 raise VersionConflict(expected_version, base_version)
@@ -234,12 +178,37 @@ class OrchestratorActor:
                     f"apply_batch needs a state that is an AgentState (or a subclass); this orchestrator holds "
                     f"{type(base).__name__}. Use apply(fn) instead."
                 )
+            return reduce(base, transitions)
+
+        return await self._write(token, request_id, "batch", transitions, compute)
+
+    async def _write(
+        self,
+        token: str,
+        request_id: str,
+        kind: ChangeKind,
+        transitions: tuple[StateTransition, ...] | None,
+        compute: Callable[[int, BaseModel], Awaitable[BaseModel]],
+    ) -> int:
+        """One serialised write: dedupe by request id, compute on the head, stage, make durable.
+
+        ``sync``/``exit`` hold the write lock until the entry is durable; ``batch`` releases
+        it once the entry is queued, so the next writer's entry joins the same fsync.
+        """
+        self._check_writable(token)
+        async with self._write_lock:
+            recorded = self._recorded(request_id)
+            if recorded is not None:
+                return await self._durable_version(recorded)
+            base_version, base = self._head
             try:
-                new_state = reduce(base, transitions)
+                new_state = await compute(base_version, base)
+            except VersionConflict:
+                raise
             except BaseException:
                 self._stats["apply_errors"] += 1
                 raise
-            ack = self._stage(new_state, "batch", transitions, request_id, base)
+            ack = self._stage(new_state, kind, transitions, request_id, base)
             if self._spec.durability != "batch":
                 await self._await_durable(ack)
         if self._spec.durability == "batch":
@@ -258,7 +227,7 @@ class OrchestratorActor:
         async with self._write_lock:
             await self._agents.close_all()  # recorded (and published) while the store is open
             self._closed = True
-            self._new_event.set()
+            self._log_of_changes.close()
             if self._checkpoint_task is not None:
                 await self._checkpoint_task
             if self._store is not None:
@@ -297,7 +266,7 @@ class OrchestratorActor:
         return await self._agents.ensure(agent_id)
 
     def _publish_agent(self, payload: dict[str, Any]) -> None:
-        self._append_event(Change(seq=0, version=self._committed[0], kind="agent_state", at=time.time(), agent=payload))
+        self._log_of_changes.append(Change(seq=0, version=self._committed[0], kind="agent_state", at=time.time(), agent=payload))
 
     def _run_io(self, fn: Callable[[], Any]) -> "asyncio.Future[Any]":
         return asyncio.get_running_loop().run_in_executor(self._io_executor, fn)
@@ -385,7 +354,7 @@ class OrchestratorActor:
         while (nxt := self._committed[0] + 1) in self._acked:
             state, change = self._acked.pop(nxt)
             self._committed = (nxt, state)
-            self._append_event(change)
+            self._log_of_changes.append(change)
         self._maybe_checkpoint()
 
     def _rollback_after_failed_write(self, version: int) -> None:
@@ -398,12 +367,6 @@ class OrchestratorActor:
         if self._head[0] >= version:
             self._head = self._committed
         self._log.error("journal write for version %d failed; state stays at version %d", version, self._committed[0])
-
-    def _append_event(self, change: Change) -> None:
-        self._seq += 1
-        self._changes.append(change.model_copy(update={"seq": self._seq}))
-        self._new_event.set()
-        self._new_event = asyncio.Event()
 
     def _maybe_checkpoint(self) -> None:
         every = self._spec.checkpoint_every
@@ -444,7 +407,7 @@ def _run_fn(fn: Callable[[Any], Any], base: BaseModel) -> BaseModel:
         if type(result) is not type(base):
             raise TypeError(f"apply fn returned a {type(result).__name__}; return None or a {type(base).__name__}")
         working = result
-    return type(base).model_validate_json(working.model_dump_json())
+    return json_round_trip(working)  # refuses nan/inf, which pydantic would turn into null
 
 
 async def _await(awaitable: Any) -> Any:

@@ -13,10 +13,10 @@ import time
 from typing import Any
 
 import cloudpickle
-import ray
 from pydantic import BaseModel
 
 from actors.changes import Change, ChangeKind
+from cluster.connect import actor_was_restarted
 from actors.spec import RunSpec
 from cluster.storage import JournalEntry, JournalGap, RunInfo, Store, StoreCorrupted
 from cluster.storage.diff import apply_diff, diff_states
@@ -61,7 +61,7 @@ def restore_or_create(store: Store, spec: RunSpec) -> tuple[int, BaseModel, list
     """
     info = store.get_run(spec.name)
     if info is None:
-        if ray.get_runtime_context().was_current_actor_reconstructed:
+        if actor_was_restarted():
             raise StoreCorrupted(
                 path=store.path,
                 problem=f"run {spec.name!r} is missing from the store after a restart; refusing to start from an empty state",

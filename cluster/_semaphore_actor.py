@@ -12,9 +12,10 @@ import asyncio
 import logging
 import threading
 import time
-import warnings
 
 import ray
+
+from cluster.connect import actor_was_restarted
 
 from cluster._lease_table import LeaseTable, Outcome
 
@@ -35,10 +36,7 @@ class SemaphoreActor:
     release, renew and statistics (``control`` group) never queue behind them."""
 
     def __init__(self, scope: str, permits: int, ttl_s: float) -> None:
-        with warnings.catch_warnings():
-            # Ray's own implementation of this property reads its deprecated `actor_id`.
-            warnings.filterwarnings("ignore", "This API is deprecated", DeprecationWarning)
-            restarted = bool(ray.get_runtime_context().was_current_actor_reconstructed)
+        restarted = actor_was_restarted()
         # Guards _table and _listeners; held only for short, non-awaiting sections.
         self._lock = threading.Lock()
         self._table = LeaseTable(scope, permits, ttl_s, now=time.monotonic(), recovering=restarted)

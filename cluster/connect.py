@@ -7,14 +7,17 @@ nothing, exactly as ``ray.init`` does with ``ignore_reinit_error``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import ray
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["ClusterInfo", "connect", "ensure_connected", "SOLOIST_NAMESPACE"]
+__all__ = ["ClusterInfo", "connect", "ensure_connected", "actor_was_restarted", "SOLOIST_NAMESPACE"]
 
 _log = logging.getLogger(__name__)
 
@@ -58,9 +61,15 @@ def connect(
     object_store_memory: int | None = None,
     namespace: str | None = None,
     log_to_driver: bool = True,
+    code_from_cwd: bool = True,
     **ray_init_kwargs: Any,
 ) -> ClusterInfo:
     """Connect this process to Ray and describe the connection.
+
+    ``code_from_cwd=False`` keeps the current directory off the workers' import path (Ray
+    puts it there by default, and an embedded Ray's workers start in it): for drivers, such
+    as ``soloist run``, whose current directory is an untrusted repository with files named
+    like modules (``pydantic/__init__.py``) that a worker would otherwise import and run.
 
     ``address=None`` starts an embedded local Ray (no dashboard, a small object store) unless
     ``RAY_ADDRESS`` is set; ``"auto"`` joins the cluster started on this machine by ``ray
@@ -85,17 +94,50 @@ def connect(
         kwargs["object_store_memory"] = object_store_memory or _EMBEDDED_OBJECT_STORE_BYTES
         # "local" always starts a new instance; a bare ray.init() would silently join any
         # cluster that `ray start` (or a test's Cluster) left running on this machine.
-        ray.init(address="local", **kwargs)
+        with _working_directory(None if code_from_cwd else _TRUSTED_DIRECTORY):
+            ray.init(address="local", **kwargs)
     else:
         if num_cpus is not None or object_store_memory is not None:
             raise ValueError("num_cpus and object_store_memory size an embedded Ray; a cluster joined by address keeps its own resources")
-        ray.init(address=address, **kwargs)
+        with _working_directory(None if code_from_cwd else _TRUSTED_DIRECTORY):
+            ray.init(address=address, **kwargs)
     info = _describe(embedded=embedded)
     _log.info("connected to Ray at %s (%s, %d node(s))", info.address, "embedded" if embedded else "cluster", info.nodes, extra={"component": "cluster"})
     return info
+
+
+#: Where soloist's own packages live: the only code a ``code_from_cwd=False`` worker may
+#: find through the driver's directory.
+_TRUSTED_DIRECTORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@contextlib.contextmanager
+def _working_directory(path: str | None) -> Iterator[None]:
+    """Run the block in ``path`` (None: where we are), then come back.
+
+    ``ray.init`` records the driver's current directory for the workers' import path, and an
+    embedded Ray's processes start in it.
+    """
+    if path is None:
+        yield
+        return
+    before = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(before)
 
 
 def ensure_connected() -> None:
     """Start an embedded Ray on first use when nothing is connected, as Ray itself does."""
     if not ray.is_initialized():
         connect()
+
+
+def actor_was_restarted() -> bool:
+    """Inside an actor: True when Ray restarted it after a crash (this is not its first start)."""
+    with warnings.catch_warnings():
+        # Ray's own implementation of this property reads its deprecated `actor_id`.
+        warnings.filterwarnings("ignore", "This API is deprecated", DeprecationWarning)
+        return bool(ray.get_runtime_context().was_current_actor_reconstructed)

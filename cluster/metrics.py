@@ -164,7 +164,9 @@ class _Recorder:
                 self.give_back(delta)
                 return False
             try:
-                ray.get(collector_handle().push.remote(delta), timeout=timeout)
+                # A future, not ray.get: this runs on background threads of async actors too,
+                # where ray.get would warn about blocking an event loop it does not block.
+                collector_handle().push.remote(delta).future().result(timeout=timeout)
             except BaseException:
                 self.give_back(delta)
                 raise

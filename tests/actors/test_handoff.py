@@ -25,7 +25,7 @@ from actors import (
     handoff,
     parallel_handoff,
 )
-from tests.actors._peak import NAMESPACE, SleepIn, SleepOut, new_counter, sleepy_registry
+from tests.actors._peak import SleepIn, SleepOut, new_counter, sleepy_registry
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 

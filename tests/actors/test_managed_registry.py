@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import ray
 from pydantic import BaseModel
 
-from actors import Change, Orchestrator, SkillRegistry, handoff
+from actors import Orchestrator, SkillRegistry, handoff
 from actors._agents import AgentNotFound, pickled_extra
 from actors.managed import AgentConfig, IllegalLifecycleTransition
 from actors.run_loop import RunLoop, create_coordinator_actor
