@@ -1,12 +1,15 @@
 """What runs inside Ray: the single-writer orchestrator, subagents, handoffs, managed agents."""
 
 from actors.changes import Change
+from actors.composite_caller import AmbiguousTool, CompositeCaller, UnknownTool
 from actors.exceptions import (
+    AgentNotFound,
     CallerFailed,
     DecodingError,
     EmptySkill,
     HandoffError,
     HandoffInputError,
+    IllegalLifecycleTransition,
     NoToolCaller,
     OrchestratorClosed,
     OrchestratorNotFound,
@@ -16,14 +19,13 @@ from actors.exceptions import (
     WriteRefused,
 )
 from actors.handoff import Call, Result, handoff, parallel_handoff
+from actors.llm import LlmCaller, LlmConfig, tool_call_transitions
 from actors.managed import ManagedAgent, to_payload, to_stored_record
+from actors.mcp_caller import McpServer, McpToolCaller
 from actors.orchestrator import DEFAULT_MAX_PARALLEL, HARD_MAX_PARALLEL, Orchestrator
+from actors.orchestrator_caller import OrchestratorCaller
 from actors.skills import SkillRegistrationError, SkillRegistry
 from actors.tools import TextContent, ToolCaller, ToolCallResult
-from actors.composite_caller import AmbiguousTool, CompositeCaller, UnknownTool
-from actors.llm import LlmCaller, LlmConfig, tool_call_transitions
-from actors.mcp_caller import McpServer, McpToolCaller
-from actors.orchestrator_caller import OrchestratorCaller
 
 __all__ = [
     "Orchestrator",
@@ -63,4 +65,6 @@ __all__ = [
     "SubagentLost",
     "ToolReportedError",
     "DecodingError",
+    "IllegalLifecycleTransition",
+    "AgentNotFound",
 ]

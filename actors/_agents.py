@@ -21,6 +21,7 @@ from typing import Any
 import cloudpickle
 from pydantic import ValidationError
 
+from actors.exceptions import AgentNotFound
 from actors.managed import (
     AgentConfig,
     AgentKind,
@@ -36,10 +37,6 @@ from actors.managed import (
 __all__ = ["AgentRegistry", "AgentNotFound", "load_agent_records", "pickled_extra"]
 
 _LOG = {"component": "agent-registry"}
-
-
-class AgentNotFound(LookupError):
-    """Raised by ``Orchestrator.agent_handle`` when the run has no agent with that id."""
 
 
 def pickled_extra(value: Any) -> str:

@@ -21,6 +21,8 @@ __all__ = [
     "SubagentLost",
     "ToolReportedError",
     "DecodingError",
+    "IllegalLifecycleTransition",
+    "AgentNotFound",
 ]
 
 
@@ -113,3 +115,25 @@ class ToolReportedError(HandoffError):
 
 class DecodingError(HandoffError):
     """Raised when a tool's output is not valid JSON for the handoff's ``out_type``."""
+
+
+class IllegalLifecycleTransition(RuntimeError):
+    """Raised when a managed agent is asked to move between two lifecycles the rules forbid
+    (e.g. out of ``closed``); the agent is unchanged."""
+
+    def __init__(self, agent_id: str, current: str, target: str, allowed: tuple[str, ...] = ()) -> None:
+        self.agent_id = agent_id
+        self.current = current
+        self.target = target
+        self.allowed = allowed
+        super().__init__(
+            f"agent {agent_id!r} cannot go from {current!r} to {target!r}; "
+            f"from {current!r} it may go to: {', '.join(allowed) or 'nothing (terminal)'}"
+        )
+
+    def __reduce__(self):
+        return (type(self), (self.agent_id, self.current, self.target, self.allowed))
+
+
+class AgentNotFound(LookupError):
+    """Raised by ``Orchestrator.agent_handle`` when the run has no agent with that id."""

@@ -25,6 +25,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from actors.exceptions import IllegalLifecycleTransition
+
 __all__ = [
     "AgentConfig",
     "AgentKind",
@@ -60,22 +62,6 @@ ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
     "closed": frozenset(),
 }
 
-
-class IllegalLifecycleTransition(RuntimeError):
-    """Raised when an agent is asked to move between two lifecycles the rules forbid
-    (e.g. out of ``closed``); the agent is unchanged."""
-
-    def __init__(self, agent_id: str, current: str, target: str) -> None:
-        self.agent_id = agent_id
-        self.current = current
-        self.target = target
-        allowed = ", ".join(sorted(ALLOWED_TRANSITIONS.get(current, ()))) or "nothing (terminal)"
-        super().__init__(
-            f"agent {agent_id!r} cannot go from {current!r} to {target!r}; from {current!r} it may go to: {allowed}"
-        )
-
-    def __reduce__(self) -> Any:  # keep the fields across Ray's pickling
-        return (type(self), (self.agent_id, self.current, self.target))
 
 
 class AgentConfig(BaseModel):
@@ -214,7 +200,7 @@ def transition(
     """
     current = agent.lifecycle
     if target not in ALLOWED_TRANSITIONS.get(current, frozenset()):
-        raise IllegalLifecycleTransition(agent.agent_id, current, target)
+        raise IllegalLifecycleTransition(agent.agent_id, current, target, tuple(sorted(ALLOWED_TRANSITIONS.get(current, ()))))
     fields: dict[str, Any] = agent.model_dump(exclude={"lifecycle", "handle", "last_error"})
     fields["updated_at"] = now or _now()
     if target == "initializing":

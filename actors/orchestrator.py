@@ -18,10 +18,10 @@ from typing import Any, Callable, Generic, TypeVar
 
 import ray
 from pydantic import BaseModel
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors import _telemetry
-from actors._orchestrator_actor import OrchestratorActor
+from actors._json_clean import json_round_trip
+from actors._launch import actor_name, prepare_store, start_actor, stored_token, translate_creation_error
 from actors.changes import Change
 from actors.exceptions import OrchestratorClosed, OrchestratorNotFound, WriteRefused
 from actors.spec import DURABILITY_MODES, OrchestratorStatistics, RunSpec
@@ -39,15 +39,9 @@ DEFAULT_MAX_PARALLEL = 4
 #: unbounded fan-out is not a safe default for a runtime that composes third-party APIs.
 HARD_MAX_PARALLEL = 4
 
-_RemoteOrchestrator = ray.remote(OrchestratorActor)
 _POLL_SECONDS = 10.0
 _UNAVAILABLE_RETRY_SECONDS = 120.0
 _CAP_READ_SECONDS = 2.0  # a parallel handoff never waits longer than this on a restarting actor
-
-
-def actor_name(run_name: str) -> str:
-    """The Ray actor name of a named run, in the ``soloist`` namespace."""
-    return f"soloist:orch:{run_name}"
 
 
 def _check_state(initial: Any) -> None:
@@ -56,7 +50,7 @@ def _check_state(initial: Any) -> None:
             f"Orchestrator(initial=...) takes a pydantic model instance (e.g. AgentState()), got {type(initial).__name__}"
         )
     try:
-        type(initial).model_validate_json(initial.model_dump_json())
+        json_round_trip(initial)  # also refuses nan/inf, which pydantic would silently store as null
     except Exception as exc:
         raise TypeError(
             f"Orchestrator state {type(initial).__name__} must round-trip through JSON (it is journalled and shipped "
@@ -106,7 +100,7 @@ class Orchestrator(Generic[S]):
             raise TypeError(f"caller must implement the ToolCaller protocol (async call_tool(name, arguments)), got {type(caller).__name__}")
         ensure_connected()
         run_name = name or f"run-{uuid.uuid4().hex[:12]}"
-        store_spec = _prepare_store(store, run_name, durability, creating=True)
+        store_spec = prepare_store(store, run_name, durability, creating=True)
         spec = RunSpec(
             name=run_name,
             named=name is not None,
@@ -119,7 +113,7 @@ class Orchestrator(Generic[S]):
             semaphore_scope=semaphore_scope or f"orch:{run_name}",
             checkpoint_every=checkpoint_every,
         )
-        handle = _start_actor(spec, detached=detached)
+        handle = start_actor(spec, detached=detached)
         self._init_handle(handle, spec.name, spec.token, caller=caller, state_type=type(initial),
                           max_parallel=max_parallel, semaphore_scope=spec.semaphore_scope, durable=store_spec is not None)
         self._wait_ready()
@@ -155,7 +149,7 @@ class Orchestrator(Generic[S]):
         try:
             ray.get(self._actor.version.remote())
         except ray.exceptions.RayError as exc:
-            raise _translate_creation_error(exc, self._name) from None
+            raise translate_creation_error(exc, self._name) from None
 
     @classmethod
     def attach(cls, name: str, *, store: Any = None, durability: str = "sync", token: str | None = None) -> "Orchestrator[Any]":
@@ -168,7 +162,7 @@ class Orchestrator(Generic[S]):
             raise ValueError(f"attach() needs the run's name, got {name!r}")
         ensure_connected()
         if store is not None and token is None:
-            token = _stored_token(store, name)
+            token = stored_token(store, name)
         try:
             handle = ray.get_actor(actor_name(name), namespace=SOLOIST_NAMESPACE)
         except ValueError:
@@ -199,9 +193,9 @@ class Orchestrator(Generic[S]):
     def _restart_from_store(cls, name: str, store: Any, durability: str, token: str | None) -> "Orchestrator[Any]":
         from actors._recovery import stored_run_spec
 
-        store_spec = _prepare_store(store, name, durability, creating=False)
+        store_spec = prepare_store(store, name, durability, creating=False)
         spec = stored_run_spec(store_spec, name, durability)
-        handle = _start_actor(spec, detached=False)
+        handle = start_actor(spec, detached=False)
         self = cls.__new__(cls)
         self._init_handle(handle, name, spec.token, caller=spec.caller, state_type=type(spec.initial),
                           max_parallel=spec.max_parallel, semaphore_scope=spec.semaphore_scope, durable=True)
@@ -476,67 +470,3 @@ def _rebuild(actor: Any, name: str, token: str | None, caller: Any, state_type: 
     if delegated:
         self._delegated = True
     return self
-
-
-def _start_actor(spec: RunSpec, *, detached: bool) -> Any:
-    options: dict[str, Any] = {"num_cpus": 0, "max_concurrency": 1000}
-    if spec.named:
-        options.update(name=actor_name(spec.name), namespace=SOLOIST_NAMESPACE)
-    if detached:
-        options["lifetime"] = "detached"
-    # The orchestrator lives on the node of the driver that created (or attached) it: its
-    # store file is there, and worker nodes come and go. Pinned, not merely preferred: Ray
-    # spills "soft" placements to other nodes, where a node removal would take the run down
-    # (and a restarted durable actor would not find its file).
-    here = ray.get_runtime_context().get_node_id()
-    options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(here, soft=False)
-    if spec.store is not None:
-        # Durable runs restart after a crash, and Ray resends in-flight writes: exactly-once
-        # because every write carries a request id.
-        options.update(max_restarts=-1, max_task_retries=-1)
-    try:
-        return _RemoteOrchestrator.options(**options).remote(spec)
-    except ValueError as exc:
-        if spec.named and "already" in str(exc).lower():
-            raise ValueError(
-                f"an orchestrator named {spec.name!r} is already running; use Orchestrator.attach({spec.name!r}) to get a handle"
-            ) from None
-        raise
-
-
-def _prepare_store(store: Any, name: str, durability: str, *, creating: bool) -> Any:
-    """Validate the store in this process (so a bad file fails the constructor) and return what the actor opens."""
-    if store is None:
-        return None
-    from cluster.storage import open_store
-
-    opened = open_store(store, durability=durability)
-    try:
-        exists = opened.get_run(name) is not None
-    finally:
-        if opened is not store:
-            opened.close()
-    if creating and exists:
-        raise ValueError(f"the store already holds a run named {name!r}; use Orchestrator.attach({name!r}, store=...) to resume it")
-    if not creating and not exists:
-        raise OrchestratorNotFound(f"no live orchestrator and no stored run named {name!r} in {getattr(opened, 'path', store)}")
-    return str(store) if not hasattr(store, "append") else store
-
-
-def _stored_token(store: Any, name: str) -> str | None:
-    from cluster.storage import open_store
-
-    opened = open_store(store)
-    try:
-        info = opened.get_run(name)
-    finally:
-        if opened is not store:
-            opened.close()
-    return info.owner_token if info is not None else None
-
-
-def _translate_creation_error(exc: BaseException, name: str) -> BaseException:
-    cause = getattr(exc, "cause", None)
-    if isinstance(cause, BaseException) and not isinstance(cause, ray.exceptions.RayError):
-        return cause
-    return RuntimeError(f"orchestrator {name!r} failed to start: {exc}")
