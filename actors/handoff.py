@@ -20,6 +20,7 @@ import ray
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from actors import _telemetry
+from actors._permits import WarmPermits
 from actors.exceptions import (
     CallerFailed,
     DecodingError,
@@ -127,18 +128,19 @@ def _decode(skill: str, result: ToolCallResult, out_type: Any) -> Any:
         raise DecodingError(skill, f"handoff {skill!r}: decoding output as {_type_name(out_type)} failed: {exc}") from exc
 
 
-_semaphores: dict[tuple[str, str], ClusterSemaphore] = {}
-_semaphores_lock = threading.Lock()
+_permits: dict[tuple[str, str], WarmPermits] = {}
+_permits_lock = threading.Lock()
 
 
-def _semaphore(scope: str) -> ClusterSemaphore:
+def _permits_for(scope: str) -> WarmPermits:
+    """This process's warm permits on ``scope`` (per Ray session: old handles are useless)."""
     session = ray.get_runtime_context().gcs_address
-    with _semaphores_lock:
-        sem = _semaphores.get((session, scope))
-        if sem is None:
-            sem = ClusterSemaphore(scope)
-            _semaphores[(session, scope)] = sem
-        return sem
+    with _permits_lock:
+        permits = _permits.get((session, scope))
+        if permits is None:
+            permits = WarmPermits(ClusterSemaphore(scope))
+            _permits[(session, scope)] = permits
+        return permits
 
 
 async def _call_subagent(
@@ -184,9 +186,15 @@ async def _dispatch(orch: "Orchestrator[Any]", call: Call, out_type: Any, *, lim
     with _telemetry.handoff_span(orch.tracer, skill) as span:
         try:
             waiting_since = time.perf_counter()
-            async with _semaphore(orch.semaphore_scope).hold(limit=limit):
+            permits = _permits_for(orch.semaphore_scope)
+            lease = await permits.take(limit)
+            answered = False
+            try:
                 with _telemetry.holding_permit(orch.name, waiting_since):
                     result = await _call_subagent(caller, skill, arguments, timeout, orch.name)
+                answered = True
+            finally:
+                permits.give_back(lease, reuse=answered)  # a failed or cancelled call frees its permit now
             return _decode(skill, result, out_type)
         except BaseException as exc:
             error = exc

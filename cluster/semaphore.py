@@ -369,6 +369,18 @@ class ClusterSemaphore:
         self._heartbeat.discard(lease.lease_id)
         return await self._call(lambda: self._handle.release.remote(lease.lease_id))
 
+    def release_nowait(self, lease: Lease) -> None:
+        """Send the release without waiting for the answer (no event loop needed).
+
+        The cap stays safe: the actor counts the permit as held until it processes the
+        release. If the message is lost (actor restarting), the lease is no longer renewed
+        and expires after ``ttl_s``.
+        """
+        if lease.scope != self._scope:
+            raise ValueError(f"lease {lease.lease_id} belongs to scope {lease.scope!r}, not {self._scope!r}")
+        self._heartbeat.discard(lease.lease_id)
+        self._handle.release.remote(lease.lease_id)
+
     def hold(self, *, limit: int = 4, timeout: float | None = None) -> AsyncContextManager[Lease]:
         """``async with sem.hold(limit=n):`` acquire, run the body, release (also on cancel)."""
         _check_acquire(limit, timeout, None)

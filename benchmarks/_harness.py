@@ -1,0 +1,264 @@
+"""What every measure shares: the Ray session, the workloads, the raw-Ray baselines, timing.
+
+The baselines are deliberately the *equivalent* plain-Ray program, not a straw man: an async
+actor with the same options as the orchestrator actor (``num_cpus=0``, high concurrency), and
+for handoffs an actor that holds the same ``SkillRegistry`` and calls the same skill.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import cloudpickle
+import ray
+from pydantic import BaseModel
+
+from actors import Orchestrator, SkillRegistry, ToolCallResult
+from benchmarks.config import BenchConfig
+
+__all__ = [
+    "BenchContext", "Progress", "NoopIn", "NoopOut", "SleepIn", "SleepOut", "Counter", "bump", "make_registry",
+    "RawCounter", "RawHolder", "RawSubagent", "ensure_ray", "ship_by_value", "best", "timed", "close_run",
+    "run_name",
+]
+
+_log = logging.getLogger("soloist.bench")
+_LOG_EXTRA = {"component": "bench"}
+NAMESPACE = "soloist-bench"
+_OBJECT_STORE_BYTES = 512 * 1024 * 1024
+
+
+# ----------------------------------------------------------------- workloads
+
+
+class NoopIn(BaseModel):
+    pass
+
+
+class NoopOut(BaseModel):
+    pass
+
+
+class SleepIn(BaseModel):
+    seconds: float
+
+
+class SleepOut(BaseModel):
+    slept: float
+
+
+class Counter(BaseModel):
+    """The small state of the apply and recovery measures."""
+
+    n: int = 0
+
+
+def bump(state: Counter) -> None:
+    """The apply ``fn`` of the throughput measures: the smallest real write."""
+    state.n += 1
+
+
+async def _noop(inp: NoopIn) -> NoopOut:
+    return NoopOut()
+
+
+async def _sleep(inp: SleepIn) -> SleepOut:
+    await asyncio.sleep(inp.seconds)
+    return SleepOut(slept=inp.seconds)
+
+
+class SwitchIn(BaseModel):
+    on: bool
+
+
+class SwitchOut(BaseModel):
+    on: bool
+
+
+async def _metrics_switch(inp: SwitchIn) -> SwitchOut:
+    """Turn metrics on or off in the subagent process that runs this (measure 9)."""
+    from cluster import metrics
+
+    (metrics.enable if inp.on else metrics.disable)()
+    return SwitchOut(on=metrics.enabled())
+
+
+def make_registry(replicas: int = 4) -> SkillRegistry:
+    """Skills ``noop`` and ``sleep`` (async, so a replica serves many calls at once), and
+    ``metrics_switch``, which measure 9 sends straight to the ``noop`` pool's replicas."""
+    skills = SkillRegistry(replicas=replicas)
+    skills.register("noop", _noop)
+    skills.register("sleep", _sleep)
+    skills.register("metrics_switch", _metrics_switch)
+    return skills
+
+
+# --------------------------------------------------------- raw-Ray baselines
+
+
+@ray.remote(num_cpus=0, max_concurrency=1000)
+class RawCounter:
+    """The raw ceiling for apply: a trivial async actor method."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    async def bump(self) -> int:
+        self.n += 1
+        return self.n
+
+
+@ray.remote(num_cpus=0, max_concurrency=1000)
+class RawHolder:
+    """Holds one object and returns it: the raw ceiling for a snapshot."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    async def get(self) -> Any:
+        return self.value
+
+    async def pid(self) -> int:
+        return os.getpid()
+
+
+@ray.remote(num_cpus=0, max_concurrency=64)
+class RawSubagent:
+    """The raw equivalent of a subagent: holds the same caller, calls the same skill."""
+
+    def __init__(self, caller: Any) -> None:
+        self.caller = caller
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> ToolCallResult:
+        return await self.caller.call_tool(name, arguments)
+
+
+# ------------------------------------------------------------------- session
+
+
+def ship_by_value() -> None:
+    """Pickle this package by value: Ray workers may not have ``benchmarks`` on their path.
+
+    Registered with Ray's vendored cloudpickle (what ships task arguments) and with the
+    ``cloudpickle`` package (what the store uses to record a run's spec).
+    """
+    import ray.cloudpickle
+
+    package = sys.modules["benchmarks"]
+    for pickler in (cloudpickle, ray.cloudpickle):
+        pickler.register_pickle_by_value(package)  # idempotent: a set of module names
+
+
+def ensure_ray(num_cpus: int | None = None) -> bool:
+    """Start a private local Ray unless this process is connected; True if it started one.
+
+    ``address="local"`` on purpose: a bare ``ray.init()`` joins any cluster another process
+    on this machine happens to be running, and its numbers would not be this run's.
+    """
+    if ray.is_initialized():
+        return False
+    ray.init(
+        address="local",
+        num_cpus=num_cpus or max(4, os.cpu_count() or 1),
+        include_dashboard=False,
+        object_store_memory=_OBJECT_STORE_BYTES,
+        namespace=NAMESPACE,
+        log_to_driver=False,
+    )
+    return True
+
+
+def run_name(prefix: str) -> str:
+    return f"bench-{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+async def close_run(orch: Orchestrator[Any]) -> None:
+    """Close an orchestrator and destroy its (detached) semaphore actor, if it made one."""
+    from cluster.semaphore import ClusterSemaphore
+
+    await orch.close()
+    try:
+        ray.get_actor(f"soloist:sem:{orch.semaphore_scope}", namespace="soloist")
+    except ValueError:
+        return  # the run never handed off: there is no semaphore to destroy
+    ClusterSemaphore(orch.semaphore_scope).destroy()
+
+
+# -------------------------------------------------------------------- timing
+
+
+async def timed(work: Callable[[], Awaitable[Any]]) -> float:
+    """Seconds ``work()`` takes, wall clock."""
+    started = time.perf_counter()
+    await work()
+    return time.perf_counter() - started
+
+
+async def best(work: Callable[[], Awaitable[Any]], repeats: int) -> float:
+    """The fastest of ``repeats`` timed rounds: the least disturbed by other load."""
+    return min([await timed(work) for _ in range(repeats)])
+
+
+# ------------------------------------------------------------------- context
+
+
+class Progress(Protocol):
+    """What the runner reports to: a progress bar, or nothing."""
+
+    def begin(self, name: str, title: str, steps: int) -> None: ...
+
+    def advance(self, name: str, text: str) -> None: ...
+
+    def end(self, name: str) -> None: ...
+
+
+class _Silent:
+    def begin(self, name: str, title: str, steps: int) -> None:
+        pass
+
+    def advance(self, name: str, text: str) -> None:
+        pass
+
+    def end(self, name: str) -> None:
+        pass
+
+
+@dataclass
+class BenchContext:
+    """Handed to every measure: the sizes, the shared skills, and the progress sink."""
+
+    config: BenchConfig
+    progress: Progress = field(default_factory=_Silent)
+    measure: str = ""
+    _registry: SkillRegistry | None = None
+    _raw: list[Any] = field(default_factory=list)
+
+    @property
+    def skills(self) -> SkillRegistry:
+        """One registry for the whole run, so subagent pools start once and are reused."""
+        if self._registry is None:
+            self._registry = make_registry(self.config.replicas)
+        return self._registry
+
+    def raw_subagents(self) -> list[Any]:
+        """As many raw subagents as the registry has replicas per skill, started once per run."""
+        if not self._raw:
+            self._raw = [RawSubagent.remote(self.skills) for _ in range(self.config.replicas)]
+        return self._raw
+
+    def reset_skills(self) -> None:
+        """Forget the registry and the raw subagents (a new Ray session needs new ones)."""
+        self._registry = None
+        self._raw = []
+
+    def step(self, text: str) -> None:
+        self.progress.advance(self.measure, text)
+        _log.info("%s: %s", self.measure, text, extra=_LOG_EXTRA)

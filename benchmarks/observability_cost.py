@@ -1,0 +1,102 @@
+"""(9) Issue 6: the cost of metrics and tracing on handoff throughput (on vs off).
+
+No-op ``parallel_handoff`` batches at cap 4 with everything off (the baseline), metrics on,
+tracing on, and both, interleaved round by round so drift hits every variant alike.
+Metrics are switched in every process that records them on the handoff path: this one
+(``cluster.metrics.enable/disable``) and each subagent replica of the ``noop`` pool (the
+bench registry's ``metrics_switch`` skill, sent straight to those replicas). Tracing "on"
+is a second run on the same subagent pool with an OpenTelemetry SDK tracer (batch span
+processor, in-memory exporter) set by ``set_tracer``; "off" is the API's default no-op tracer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from actors import Call, Orchestrator, parallel_handoff
+from actors.subagents import pool_for
+from benchmarks._harness import BenchContext, Counter, NoopOut, close_run, run_name, timed
+from benchmarks.results import Figure, MeasureResult
+
+NAME = "observability_cost"
+TITLE = "Metrics and tracing on vs off: no-op parallel_handoff throughput at cap 4"
+
+
+def steps(ctx: BenchContext) -> int:
+    return ctx.config.repeats + 1
+
+
+def _sdk_tracer() -> tuple[Any, Any] | None:
+    """An SDK tracer exporting to memory through a batch processor, and its provider."""
+    try:
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    except ImportError:
+        return None
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(InMemorySpanExporter()))
+    return provider.get_tracer("soloist-bench"), provider
+
+
+async def _set_metrics(metrics: Any, pool_handles: list[Any], on: bool) -> None:
+    (metrics.enable if on else metrics.disable)()
+    await asyncio.gather(*[h.call.remote("metrics_switch", {"on": on}) for h in pool_handles])
+
+
+async def run(ctx: BenchContext) -> MeasureResult:
+    try:
+        from cluster import metrics
+    except ImportError:
+        metrics = None
+    traced = _sdk_tracer()
+    notes: list[str] = []
+    if metrics is None:
+        notes.append("cluster.metrics is not available: metrics figures skipped")
+    if traced is None:
+        notes.append("opentelemetry-sdk is not installed: tracing figures skipped")
+    cfg = ctx.config
+    n = cfg.observability_calls
+    calls = [Call("noop")] * n
+    # Two runs on the same subagent pool: set_tracer cannot be undone (None is a no-op).
+    plain = Orchestrator(Counter(), caller=ctx.skills, name=run_name("obs"))
+    traced_run = Orchestrator(Counter(), caller=ctx.skills, name=run_name("obs-traced"))
+    if traced is not None:
+        traced_run.set_tracer(traced[0])
+    variants: dict[str, tuple[bool, bool]] = {"off": (False, False)}
+    if metrics is not None:
+        variants["metrics on"] = (True, False)
+    if traced is not None:
+        variants["tracing on"] = (False, True)
+    if metrics is not None and traced is not None:
+        variants["metrics and tracing on"] = (True, True)
+    best: dict[str, float] = {}
+    was_on = metrics.enabled() if metrics is not None else False
+    handles = pool_for(ctx.skills, "noop").handles()
+    try:
+        ctx.step("warming up")
+        for orch in (plain, traced_run):
+            await parallel_handoff(orch, calls[:8], NoopOut)
+        for round_ in range(cfg.repeats):
+            ctx.step(f"round {round_ + 1} of {cfg.repeats}")
+            for variant, (metrics_on, tracing_on) in variants.items():
+                if metrics is not None:
+                    await _set_metrics(metrics, handles, metrics_on)
+                orch = traced_run if tracing_on else plain
+                seconds = await timed(lambda: parallel_handoff(orch, calls, NoopOut))
+                best[variant] = min(seconds, best.get(variant, seconds))
+    finally:
+        if metrics is not None:
+            await _set_metrics(metrics, handles, was_on)
+        if traced is not None:
+            traced[1].shutdown()
+        await close_run(plain)
+        await close_run(traced_run)
+    base = n / best["off"]
+    figures = [
+        Figure(measure=NAME, name=f"handoff throughput, {variant}", value=n / best[variant], baseline=base,
+               baseline_name="metrics and tracing off", unit="calls/s", better="higher", params={"calls": n, "cap": 4})
+        for variant in variants if variant != "off"
+    ]
+    return MeasureResult(name=NAME, title=TITLE, figures=figures, notes=notes)

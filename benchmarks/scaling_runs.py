@@ -1,0 +1,73 @@
+"""(6a) Horizontal scaling over concurrent runs: 1, 2, 4 and 8 runs, each with its own cap of 4.
+
+Every run is its own orchestrator (its own cluster-wide semaphore of four permits) and hands
+off ``scaling_calls_per_run`` sleeping calls in one ``parallel_handoff``; all runs go at
+once from this process over one shared subagent pool. The figure is aggregate handoffs per
+second against one run alone, measured in the same session; the ideal ratio is the number of
+runs, and the note says where the aggregate falls under 80% of that (saturates).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from actors import Call, Orchestrator, parallel_handoff
+from benchmarks._harness import BenchContext, Counter, SleepIn, SleepOut, best, close_run, run_name
+from benchmarks.results import Figure, MeasureResult
+
+NAME = "scaling_runs"
+TITLE = "Concurrent runs (each its own orchestrator and cap of 4): aggregate handoffs/s vs one run"
+SATURATED_BELOW = 0.8  # a level whose aggregate is under 80% of ideal (runs x one run) is saturated
+
+
+def steps(ctx: BenchContext) -> int:
+    return len(ctx.config.scaling_runs) + 1
+
+
+async def aggregate_rate(runs: list[Orchestrator[Counter]], calls_per_run: int, sleep_s: float, repeats: int) -> float:
+    """Best aggregate handoffs/s of every run handing off at once."""
+    calls = [Call("sleep", SleepIn(seconds=sleep_s))] * calls_per_run
+
+    async def once() -> None:
+        batches = await asyncio.gather(*[parallel_handoff(o, calls, SleepOut) for o in runs])
+        failed = [r.error for b in batches for r in b if r.error is not None]
+        if failed:
+            raise RuntimeError(f"{len(failed)} handoffs failed, first: {failed[0]!r}")
+
+    return len(runs) * calls_per_run / await best(once, repeats)
+
+
+def saturation_note(levels: list[int], rates: list[float], ideals: list[float], what: str) -> str:
+    """Where the aggregate first falls under ``SATURATED_BELOW`` of its ideal, and the peak."""
+    peak_level, peak_rate = max(zip(levels, rates), key=lambda lr: lr[1])
+    shares = ", ".join(f"{level} {what}: {rate / ideal:.0%}" for level, rate, ideal in zip(levels, rates, ideals))
+    for level, rate, ideal in zip(levels, rates, ideals):
+        if rate < SATURATED_BELOW * ideal:
+            return f"saturates at {level} {what}; peak {peak_rate:,.0f} handoffs/s at {peak_level} {what} (share of ideal: {shares})"
+    return f"no saturation up to {levels[-1]} {what}; peak {peak_rate:,.0f} handoffs/s (share of ideal: {shares})"
+
+
+async def run(ctx: BenchContext) -> MeasureResult:
+    cfg = ctx.config
+    levels = sorted(cfg.scaling_runs)
+    ctx.step(f"starting {levels[-1]} orchestrators")
+    runs = [Orchestrator(Counter(), caller=ctx.skills, name=run_name(f"scale{i}")) for i in range(levels[-1])]
+    rates: list[float] = []
+    try:
+        await asyncio.gather(*[parallel_handoff(o, [Call("sleep", SleepIn(seconds=0))] * 4, SleepOut) for o in runs])
+        for level in levels:
+            ctx.step(f"{level} concurrent run(s)")
+            rates.append(await aggregate_rate(runs[:level], cfg.scaling_calls_per_run, cfg.scaling_sleep_s, cfg.repeats))
+    finally:
+        for o in runs:
+            await close_run(o)
+    params = {"calls_per_run": cfg.scaling_calls_per_run, "sleep_s": cfg.scaling_sleep_s, "cap_per_run": 4}
+    figures = [
+        Figure(measure=NAME, name=f"{level} concurrent run(s)", value=rate, baseline=rates[0],
+               baseline_name=f"{levels[0]} run(s), same session", unit="handoffs/s", better="higher",
+               params={**params, "runs": level, "ideal_ratio": level / levels[0]})
+        for level, rate in zip(levels, rates)
+    ]
+    # Ideal: every level as fast per run as the first one (linear in the number of runs).
+    ideals = [rates[0] * level / levels[0] for level in levels]
+    return MeasureResult(name=NAME, title=TITLE, figures=figures, notes=[saturation_note(levels, rates, ideals, "runs")])

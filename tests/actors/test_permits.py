@@ -1,0 +1,81 @@
+"""Warm permits: leases reused between handoffs of one process, never more than the cap."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from actors._permits import WarmPermits
+from cluster.semaphore import ClusterSemaphore
+
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
+
+
+@pytest.fixture
+def semaphore():
+    sem = ClusterSemaphore(f"warm-{uuid.uuid4().hex[:8]}", ttl_s=2.0)
+    yield sem
+    sem.destroy()
+
+
+async def _held(sem: ClusterSemaphore, expected: int) -> int:
+    for _ in range(100):
+        held = (await sem.statistics()).held
+        if held == expected:
+            return held
+        await asyncio.sleep(0.02)
+    return held
+
+
+async def test_a_returned_lease_is_reused_by_the_next_take(semaphore):
+    permits = WarmPermits(semaphore, linger=5.0)
+    first = await permits.take(4)
+    permits.give_back(first, reuse=True)
+    second = await permits.take(4)
+    assert second == first and permits.reused == 1
+    assert await _held(semaphore, 1) == 1
+    permits.give_back(second, reuse=False)
+    assert await _held(semaphore, 0) == 0
+
+
+async def test_idle_leases_are_released_after_the_linger(semaphore):
+    permits = WarmPermits(semaphore, linger=0.1)
+    leases = [await permits.take(4) for _ in range(4)]
+    for lease in leases:
+        permits.give_back(lease, reuse=True)
+    assert await _held(semaphore, 0) == 0
+
+
+async def test_a_lease_granted_under_another_cap_is_not_reused(semaphore):
+    permits = WarmPermits(semaphore, linger=5.0)
+    wide = [await permits.take(4) for _ in range(4)]
+    for lease in wide:
+        permits.give_back(lease, reuse=True)
+    narrow = await permits.take(2)  # the four wide leases are given back, a new one is granted under 2
+    assert narrow.limit == 2 and narrow not in wide and permits.reused == 0
+    assert await _held(semaphore, 1) == 1
+    permits.give_back(narrow, reuse=False)
+
+
+async def test_warm_leases_never_let_more_than_the_cap_be_held(semaphore):
+    permits = WarmPermits(semaphore, linger=5.0)
+    in_flight = peak = 0
+
+    async def work() -> None:
+        nonlocal in_flight, peak
+        for _ in range(10):
+            lease = await permits.take(4)
+            in_flight += 1
+            peak = max(peak, in_flight)
+            await asyncio.sleep(0.005)
+            in_flight -= 1
+            permits.give_back(lease, reuse=True)
+
+    await asyncio.gather(*(work() for _ in range(12)))
+    stats = await semaphore.statistics()
+    assert peak == 4 and stats.max_held == 4
+    assert permits.reused > 0
+    assert permits.release_idle() <= 4
+    assert await _held(semaphore, 0) == 0
