@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -66,3 +67,28 @@ def ray_session(_ray_teardown: None) -> None:
 def ray_module(_ray_teardown: None) -> None:
     """``ray_session`` for module-scoped fixtures."""
     _start_session_ray()
+
+
+_NODE_OBJECT_STORE_BYTES = 100 * 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def multinode_cluster(_ray_teardown: None) -> Iterator[Any]:
+    """A head (2 CPUs) and two worker nodes (1 CPU each): three raylets on this machine.
+
+    Replaces the session's Ray for the module (the next ``ray_session`` starts it again) and
+    shuts every node down afterwards.
+    """
+    import ray
+    from ray.cluster_utils import Cluster
+
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "object_store_memory": _NODE_OBJECT_STORE_BYTES})
+    for _ in range(2):
+        cluster.add_node(num_cpus=1, object_store_memory=_NODE_OBJECT_STORE_BYTES)
+    ray.init(address=cluster.address, namespace="soloist-tests")
+    cluster.wait_for_nodes()
+    yield cluster
+    ray.shutdown()
+    cluster.shutdown()

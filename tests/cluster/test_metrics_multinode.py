@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import Iterator
 
 import pytest
 import ray
@@ -44,17 +43,8 @@ def where_registry() -> SkillRegistry:
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    if ray.is_initialized():
-        ray.shutdown()
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "object_store_memory": 100 * 1024**2})
-    for _ in range(2):
-        c.add_node(num_cpus=1, object_store_memory=100 * 1024**2)
-    ray.init(address=c.address, namespace="soloist-tests")
-    c.wait_for_nodes()
-    yield c
-    ray.shutdown()
-    c.shutdown()
+def cluster(multinode_cluster: Cluster) -> Cluster:
+    return multinode_cluster
 
 
 @ray.remote(num_cpus=0)
