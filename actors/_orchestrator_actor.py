@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import hmac
 import inspect
 import logging
@@ -95,6 +96,10 @@ class OrchestratorActor:
         # version -> the store future of a staged (not yet durable) write; lets a retried
         # request id wait for durability instead of being acknowledged early (batch mode).
         self._staged: dict[int, Future[None]] = {}
+        # apply(fn) writes waiting for the drainer, in arrival order (see _drain_fn_writes).
+        self._fn_queue: collections.deque[_FnWrite] = collections.deque()
+        self._fn_drainer: asyncio.Task[None] | None = None
+        self._settling: set[asyncio.Task[None]] = set()  # batch-mode acknowledgements in flight
         if self._restarted:
             self._log.warning("orchestrator restarted; resumed at version %d", self._committed[0])
         _telemetry.actor_started(spec.display_name, self._committed[0])
@@ -160,10 +165,72 @@ class OrchestratorActor:
 
     @_telemetry.measured_apply
     async def apply_fn(self, token: str, request_id: str, fn: Callable[[Any], Any]) -> int:
-        async def compute(base_version: int, base: BaseModel) -> BaseModel:
-            return await asyncio.get_running_loop().run_in_executor(self._fn_executor, _run_fn, fn, base)
+        self._check_writable(token)
+        loop = asyncio.get_running_loop()
+        write = _FnWrite(request_id, fn, loop.create_future())
+        self._fn_queue.append(write)
+        if self._fn_drainer is None or self._fn_drainer.done():
+            self._fn_drainer = loop.create_task(self._drain_fn_writes())
+        return await write.done
 
-        return await self._write(token, request_id, "fn", None, compute)
+    async def _drain_fn_writes(self) -> None:
+        """Run queued ``apply(fn)`` writes in groups: one thread hop per group, one version per fn.
+
+        Pipelined writers would otherwise pay a hop to the fn thread and back each, one at a
+        time behind the write lock. Each ``fn`` still runs on its own deep copy of the state
+        left by the one before it, is validated, journalled and acknowledged on its own; a
+        failing ``fn`` fails only its caller.
+        """
+        loop = asyncio.get_running_loop()
+        while self._fn_queue:
+            settle: list[tuple[_FnWrite, Any]] = []
+            async with self._write_lock:
+                group = [self._fn_queue.popleft() for _ in range(min(len(self._fn_queue), _FN_GROUP))]
+                fresh: list[_FnWrite] = []
+                for write in group:
+                    if self._closed:
+                        _resolve(write.done, error=OrchestratorClosed(f"orchestrator {self._spec.display_name!r} is closed"))
+                        continue
+                    recorded = self._recorded(write.request_id)
+                    if recorded is not None or any(w.request_id == write.request_id for w in fresh):
+                        settle.append((write, recorded))  # a retry: answered with the original's version
+                        continue
+                    fresh.append(write)
+                outcomes = await loop.run_in_executor(self._fn_executor, _run_fns, [w.fn for w in fresh], self._head[1])
+                previous = self._head[1]
+                for write, outcome in zip(fresh, outcomes):
+                    if isinstance(outcome, BaseException):
+                        self._stats["apply_errors"] += 1
+                        _resolve(write.done, error=outcome)
+                        continue
+                    settle.append((write, self._stage(outcome, "fn", None, write.request_id, previous)))
+                    previous = outcome
+                if self._spec.durability != "batch":
+                    await self._settle_fn_writes(settle)
+            if self._spec.durability == "batch":  # acknowledged after the group commit; the next group goes on
+                task = loop.create_task(self._settle_fn_writes(settle))
+                self._settling.add(task)
+                task.add_done_callback(self._settling.discard)
+
+    async def _settle_fn_writes(self, settle: list[tuple["_FnWrite", Any]]) -> None:
+        """Acknowledge each staged write once durable (retries: once the original is)."""
+        for write, ack in settle:
+            try:
+                if ack is None or isinstance(ack, int):
+                    version = ack if ack is not None else self._requests.get(write.request_id)
+                    if version is None:
+                        raise RuntimeError(
+                            f"request {write.request_id!r} was sent twice at once and its first copy failed; "
+                            "nothing was applied for it - retry with a new request id"
+                        )
+                    version = await self._durable_version(version)
+                else:
+                    await self._await_durable(ack)
+                    version = ack[0]
+            except BaseException as exc:
+                _resolve(write.done, error=exc)
+            else:
+                _resolve(write.done, result=version)
 
     @_telemetry.measured_apply
     async def apply_batch(
@@ -390,6 +457,41 @@ class OrchestratorActor:
                 self._log.exception("checkpoint at version %d failed; recovery will replay the journal instead", version)
 
         self._checkpoint_task = asyncio.get_running_loop().create_task(run())
+
+
+_FN_GROUP = 64  # apply(fn) writes run per thread hop at most
+
+
+@dataclasses.dataclass
+class _FnWrite:
+    """One queued ``apply(fn)``: its request id, its function, and its caller's future."""
+
+    request_id: str
+    fn: Callable[[Any], Any]
+    done: "asyncio.Future[int]"
+
+
+def _resolve(future: "asyncio.Future[int]", *, result: int | None = None, error: BaseException | None = None) -> None:
+    if future.done():  # the caller went away (cancelled)
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)  # type: ignore[arg-type]
+
+
+def _run_fns(fns: list[Callable[[Any], Any]], base: BaseModel) -> list[BaseModel | BaseException]:
+    """Run ``fns`` one after another, each on the state the previous successful one left."""
+    outcomes: list[BaseModel | BaseException] = []
+    current = base
+    for fn in fns:
+        try:
+            current = _run_fn(fn, current)
+        except BaseException as exc:  # handed to that write's caller, whatever it is
+            outcomes.append(exc)
+        else:
+            outcomes.append(current)
+    return outcomes
 
 
 def _run_fn(fn: Callable[[Any], Any], base: BaseModel) -> BaseModel:
