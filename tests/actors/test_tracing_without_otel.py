@@ -88,7 +88,7 @@ _DRIVER = textwrap.dedent(
         return one, many
 
 
-    ray.init(num_cpus=1, include_dashboard=False, object_store_memory=80 * 1024 * 1024)
+    ray.init(address="local", num_cpus=1, include_dashboard=False, object_store_memory=80 * 1024 * 1024)
     try:
         one, many = asyncio.run(main())
         print(json.dumps({
