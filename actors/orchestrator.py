@@ -163,10 +163,7 @@ class Orchestrator(Generic[S]):
         ensure_connected()
         if store is not None and token is None:
             token = stored_token(store, name)
-        try:
-            handle = ray.get_actor(actor_name(name), namespace=SOLOIST_NAMESPACE)
-        except ValueError:
-            handle = None
+        handle = _lookup_live(name)
         if handle is None:
             if store is None:
                 raise OrchestratorNotFound(
@@ -433,6 +430,29 @@ class Orchestrator(Generic[S]):
                 delay = min(delay * 2, 1.0)
             except ray.exceptions.ActorDiedError as exc:
                 raise OrchestratorClosed(f"orchestrator {self._name!r} is not running: {exc.error_msg if hasattr(exc, 'error_msg') else exc}") from exc
+
+
+def _lookup_live(name: str, timeout: float = 30.0) -> Any:
+    """The named orchestrator actor, or None when no actor holds the name.
+
+    Right after the driver that created a (non-detached) run dies, the name can still resolve
+    while Ray has already dropped that job's actor class, and ``ray.get_actor`` fails with an
+    ``AssertionError`` from inside Ray. The actor is being torn down: look again until the
+    name is free (or the actor is usable), so ``attach(name, store=...)`` can restart the run.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return ray.get_actor(actor_name(name), namespace=SOLOIST_NAMESPACE)
+        except ValueError:
+            return None
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise OrchestratorNotFound(
+                    f"orchestrator {name!r} belongs to a driver that exited and Ray has not released its name after "
+                    f"{timeout:.0f}s; try attach() again"
+                ) from None
+            time.sleep(0.1)
 
 
 def _request_id(request_id: str | None) -> str:

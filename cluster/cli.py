@@ -114,7 +114,7 @@ def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         except LlmConfigError as exc:
             err.print(f"[red]soloist run: {exc}[/]")
             return EXIT_USAGE
-    connect(args.address)
+    connect(args.address, code_from_cwd=False)  # the current directory may be the (untrusted) repository explored
     if args.metrics_port is not None:
         from cluster.metrics import serve_metrics
 

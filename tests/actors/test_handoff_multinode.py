@@ -46,6 +46,11 @@ def _calls(counter: str, n: int, seconds: float) -> list[Call]:
     return [Call("sleep", SleepIn(counter=counter, seconds=seconds, tag=i)) for i in range(n)]
 
 
+async def _replicas_ready(orch: Orchestrator) -> None:
+    """Wait until every replica (re-created after the fault) answers, so the next batch measures the cap."""
+    await asyncio.gather(*(h.ping.remote() for h in pool_for(orch.caller, "sleep").handles()))
+
+
 async def _wait_current(counter: Any, n: int) -> None:
     while (await counter.report.remote())["current"] < n:
         await asyncio.sleep(0.05)
@@ -81,8 +86,9 @@ async def test_killing_a_subagent_mid_call_fails_that_item_and_the_next_batch_st
     results = await batch
     failed = [r for r in results if not r.ok]
     assert len(failed) >= 1 and all(isinstance(r.error, CallerFailed) for r in failed)
+    await _replicas_ready(orch)
     await counter.reset.remote()
-    again = await parallel_handoff(orch, _calls(name, 8, 0.5), SleepOut)
+    again = await parallel_handoff(orch, _calls(name, 8, 1.5), SleepOut)
     assert all(r.ok for r in again)
     assert (await counter.report.remote())["peak"] == 4
 
@@ -102,8 +108,9 @@ async def test_removing_a_worker_node_mid_batch_fails_its_items_and_the_next_bat
     failed = [r for r in results if not r.ok]
     assert len(failed) == nodes.count(victim_id)
     assert all(isinstance(r.error, CallerFailed) for r in failed)
+    await _replicas_ready(orch)
     await counter.reset.remote()
-    again = await parallel_handoff(orch, _calls(name, 8, 0.5), SleepOut)
+    again = await parallel_handoff(orch, _calls(name, 8, 1.5), SleepOut)
     assert all(r.ok for r in again)
     assert (await counter.report.remote())["peak"] == 4
     cluster.add_node(num_cpus=1, object_store_memory=100 * 1024**2)

@@ -1,0 +1,97 @@
+"""A worker node removed from a ``ray.cluster_utils.Cluster`` mid-batch, while the run writes.
+
+Invariants: the items on the lost node fail with ``SubagentLost`` and the rest succeed;
+every acknowledged write (made concurrently, from the head node's driver) is in the state;
+never more than 4 skill bodies in flight across the cluster; the next batch reaches 4.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import pytest
+import ray
+from pydantic import BaseModel
+from ray.cluster_utils import Cluster
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from actors import Call, Orchestrator, SubagentLost, parallel_handoff
+from actors.subagents import pool_for
+from tests.actors._peak import NAMESPACE, PeakCounter, SleepIn, SleepOut, sleepy_registry
+
+pytestmark = [pytest.mark.reliability, pytest.mark.multinode, pytest.mark.timeout(600)]
+
+
+class Tally(BaseModel):
+    notes: list[str] = []
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    if ray.is_initialized():
+        ray.shutdown()
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "object_store_memory": 100 * 1024**2})
+    for _ in range(2):
+        c.add_node(num_cpus=1, object_store_memory=100 * 1024**2)
+    ray.init(address=c.address, namespace=NAMESPACE)
+    c.wait_for_nodes()
+    yield c
+    ray.shutdown()
+    c.shutdown()
+
+
+def _calls(counter: str, n: int, seconds: float) -> list[Call]:
+    return [Call("sleep", SleepIn(counter=counter, seconds=seconds, tag=i)) for i in range(n)]
+
+
+async def test_removing_a_worker_node_mid_batch_loses_no_write_and_leaks_no_permit(cluster):
+    head = ray.get_runtime_context().get_node_id()
+    name = "rel-node-loss"
+    counter = PeakCounter.options(name=name, namespace=NAMESPACE,
+                                  scheduling_strategy=NodeAffinitySchedulingStrategy(head, soft=False)).remote()
+    orch = Orchestrator(Tally(), caller=sleepy_registry(replicas=4))
+    try:
+        replicas = pool_for(orch.caller, "sleep").handles()
+        nodes = await asyncio.gather(*(h.node_id.remote() for h in replicas))
+        victim_id = next(n for n in nodes if n != head)
+        victim = next(node for node in cluster.worker_nodes if node.node_id == victim_id)
+        acked: list[str] = []
+        stop = asyncio.Event()
+
+        async def keep_writing() -> None:
+            i = 0
+            while not stop.is_set():
+                note = f"w{i}"
+                await orch.apply(lambda s, note=note: s.notes.append(note))
+                acked.append(note)
+                i += 1
+
+        writer = asyncio.ensure_future(keep_writing())
+        batch = asyncio.ensure_future(parallel_handoff(orch, _calls(name, 4, 8.0), SleepOut))
+        deadline = time.monotonic() + 60
+        while (await counter.report.remote())["current"] < 4:
+            assert time.monotonic() < deadline, "the batch never reached 4 in flight"
+            await asyncio.sleep(0.05)
+        cluster.remove_node(victim)
+        results = await batch
+        stop.set()
+        await writer
+        failed = [r for r in results if not r.ok]
+        assert len(failed) == nodes.count(victim_id)
+        assert all(isinstance(r.error, SubagentLost) for r in failed)
+        assert (await counter.report.remote())["peak"] == 4
+        assert (await orch.snapshot()).notes == acked, "an acknowledged write was lost"
+        # Lost replicas are restarted by Ray on the surviving nodes; once they answer, a batch
+        # that cannot reach 4 in flight would mean a leaked permit (a slow restart is not one).
+        await asyncio.gather(*(h.ping.remote() for h in pool_for(orch.caller, "sleep").handles()))
+        await counter.reset.remote()
+        # bodies long enough that scheduling jitter on a busy machine cannot hide a fourth permit
+        again = await parallel_handoff(orch, _calls(name, 8, 1.5), SleepOut)
+        assert all(r.ok for r in again)
+        assert (await counter.report.remote())["peak"] == 4
+    finally:
+        await orch.close()
+        ray.kill(counter)
+        cluster.add_node(num_cpus=1, object_store_memory=100 * 1024**2)
