@@ -18,7 +18,6 @@ import pickle
 import sqlite3
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
