@@ -16,12 +16,16 @@ dies loses them after the semaphore's TTL, like any other lease.
 
 from __future__ import annotations
 
+import atexit
+import logging
 import threading
 import time
 
 from cluster.semaphore import ClusterSemaphore, Lease
 
 __all__ = ["WarmPermits", "DEFAULT_LINGER_S"]
+
+_log = logging.getLogger(__name__)
 
 #: How long an idle lease waits for reuse before it is released. Short: other processes
 #: waiting on the same scope are delayed by at most this much.
@@ -40,6 +44,9 @@ class WarmPermits:
         self._idle: list[tuple[Lease, float]] = []
         self._reaper: threading.Thread | None = None
         self._reused = 0
+        # A driver that exits gives its idle leases back at once instead of letting them
+        # expire after the semaphore's TTL (other processes of the scope would wait that long).
+        atexit.register(self._release_at_exit)
 
     @property
     def reused(self) -> int:
@@ -83,6 +90,12 @@ class WarmPermits:
         for lease, _ in idle:
             self._semaphore.release_nowait(lease)
         return len(idle)
+
+    def _release_at_exit(self) -> None:
+        try:
+            self.release_idle()
+        except Exception as exc:  # Ray already gone: the leases expire after the TTL instead
+            _log.debug("could not release idle leases at exit: %s", exc, extra={"component": "warm-permits"})
 
     def _reap_forever(self) -> None:
         while True:

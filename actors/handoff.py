@@ -37,7 +37,7 @@ from cluster.semaphore import ClusterSemaphore
 if TYPE_CHECKING:
     from actors.orchestrator import Orchestrator
 
-__all__ = ["Call", "Result", "handoff", "parallel_handoff"]
+__all__ = ["Call", "Result", "handoff", "parallel_handoff", "release_idle_permits"]
 
 Out = TypeVar("Out")
 
@@ -141,6 +141,13 @@ def _permits_for(scope: str) -> WarmPermits:
             permits = WarmPermits(ClusterSemaphore(scope))
             _permits[(session, scope)] = permits
         return permits
+
+
+def release_idle_permits(scope: str) -> int:
+    """Give back this process's idle leases on ``scope`` now (an orchestrator closing)."""
+    with _permits_lock:
+        held = [p for (_, s), p in _permits.items() if s == scope]
+    return sum(p.release_idle() for p in held)
 
 
 async def _call_subagent(

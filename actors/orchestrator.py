@@ -384,9 +384,11 @@ class Orchestrator(Generic[S]):
             return
         self._require_owner("close()")
         self._closed = True
+        from actors.handoff import release_idle_permits
         from actors.subagents import untrack
 
         untrack(self._name)
+        release_idle_permits(self._semaphore_scope)
         try:
             await self._call("close", self._token)
         finally:

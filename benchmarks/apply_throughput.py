@@ -40,33 +40,26 @@ async def run(ctx: BenchContext) -> MeasureResult:
     async def raw_rate(n: int) -> float:
         return await _rate(n, lambda: raw.bump.remote(), cfg.repeats)
 
-    ctx.step("no store")
-    orch = Orchestrator(Counter(), name=run_name("apply"))
-    try:
-        await orch.apply(bump)
-        ours = await _rate(cfg.apply_calls, lambda: orch.apply(bump), cfg.repeats)
-        base = await raw_rate(cfg.apply_calls)
-    finally:
-        await close_run(orch)
-    figures.append(Figure(
-        measure=NAME, name="apply, no store", value=ours, baseline=base, baseline_name="trivial Ray actor method, pipelined",
-        unit="ops/s", better="higher", target=APPLY_TARGET, params={"calls": cfg.apply_calls},
-    ))
     with tempfile.TemporaryDirectory(prefix="soloist-bench-") as tmp:
-        for durability in ("sync", "batch"):
-            ctx.step(f"{durability} durability (SQLite)")
-            orch = Orchestrator(Counter(), name=run_name(durability), store=os.path.join(tmp, f"{durability}.db"),
-                                durability=durability)
+        for durability in (None, "sync", "batch"):
+            label = "no store" if durability is None else f"{durability} durability"
+            ctx.step(label if durability is None else f"{label} (SQLite)")
+            store = None if durability is None else os.path.join(tmp, f"{durability}.db")
+            calls = cfg.apply_calls if durability is None else cfg.durable_apply_calls
+            orch = Orchestrator(Counter(), name=run_name(durability or "apply"), store=store, durability=durability or "sync")
             try:
                 await orch.apply(bump)
-                ours = await _rate(cfg.durable_apply_calls, lambda: orch.apply(bump), cfg.repeats)
-                base = await raw_rate(cfg.durable_apply_calls)
+                ours = await _rate(calls, lambda: orch.apply(bump), cfg.repeats)
+                base = await raw_rate(calls)
             finally:
                 await close_run(orch)
+            params: dict[str, object] = {"calls": calls}
+            if store is not None:
+                params["store"] = "sqlite file"
             figures.append(Figure(
-                measure=NAME, name=f"apply, {durability} durability", value=ours, baseline=base,
+                measure=NAME, name=f"apply, {label}", value=ours, baseline=base,
                 baseline_name="trivial Ray actor method, pipelined", unit="ops/s", better="higher",
-                params={"calls": cfg.durable_apply_calls, "store": "sqlite file"},
+                target=APPLY_TARGET if durability is None else None, params=params,
             ))
     ctx.step("done")
     notes = [

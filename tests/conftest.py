@@ -45,6 +45,21 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             cloudpickle.register_pickle_by_value(module)
 
 
+@pytest.fixture(autouse=True)
+def _restore_soloist_loggers() -> Iterator[None]:
+    """Undo what an in-process ``soloist`` command (``configure_logging``) did to our loggers,
+    so later tests' log capture still sees their records."""
+    import logging
+
+    loggers = [logging.getLogger(name) for name in ("soloist", "actors", "cluster", "coordinators")]
+    saved = [(lg.handlers[:], lg.propagate, lg.level) for lg in loggers]
+    yield
+    for lg, (handlers, propagate, level) in zip(loggers, saved):
+        lg.handlers[:] = handlers
+        lg.propagate = propagate
+        lg.setLevel(level)
+
+
 @pytest.fixture(scope="session")
 def _ray_teardown() -> Iterator[None]:
     yield

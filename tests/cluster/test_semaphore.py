@@ -232,7 +232,16 @@ async def test_release_returns_quickly_while_two_thousand_acquires_are_parked(se
 # ------------------------------------------------------------------- restart
 
 
-async def test_cap_holds_across_a_restart_of_the_semaphore_actor(sem: ClusterSemaphore) -> None:
+@pytest.fixture
+def slow_recovery_sem() -> Iterator[ClusterSemaphore]:
+    """A TTL (and so a recovery window) long enough to observe on a loaded machine."""
+    semaphore = ClusterSemaphore(f"test-{uuid.uuid4().hex[:12]}", ttl_s=6.0)
+    yield semaphore
+    semaphore.destroy()
+
+
+async def test_cap_holds_across_a_restart_of_the_semaphore_actor(slow_recovery_sem: ClusterSemaphore) -> None:
+    sem = slow_recovery_sem
     counter = InFlight.remote()
     held = [await sem.acquire() for _ in range(4)]
     waiters = [asyncio.ensure_future(_work(sem, counter, 4, 0.05)) for _ in range(6)]
@@ -242,7 +251,7 @@ async def test_cap_holds_across_a_restart_of_the_semaphore_actor(sem: ClusterSem
     recovering = await _wait_for(sem, lambda s: s.state == "recovering", timeout=20)
     assert recovering.held <= 4
     # The live holder's heartbeats re-register its 4 leases; nothing new is granted.
-    serving = await _wait_for(sem, lambda s: s.state == "serving", timeout=20)
+    serving = await _wait_for(sem, lambda s: s.state == "serving", timeout=40)
     assert (serving.held, serving.granted_total) == (4, 0)
     await _wait_for(sem, lambda s: s.waiting == 6)
     assert (await counter.read.remote())[2] == 0
