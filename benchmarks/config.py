@@ -61,8 +61,8 @@ def preset(mode: Mode) -> BenchConfig:
     if mode == "quick":
         return BenchConfig(
             mode="quick", repeats=2, apply_calls=600, durable_apply_calls=200, snapshot_reads=1,
-            handoff_calls=40, parallel_calls=200, scaling_calls_per_run=40, scaling_node_runs=1,
-            scaling_node_replicas=3, recovery_changes=2_000, observability_calls=100,
+            handoff_calls=40, parallel_calls=160, scaling_calls_per_run=30, scaling_node_runs=1,
+            scaling_node_replicas=3, recovery_changes=1_000, observability_calls=80,
         )
     if mode == "smallest":
         return BenchConfig(
