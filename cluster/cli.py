@@ -65,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-turns", type=_positive_int, default=40, help="stop after this many coordinator turns (default: 40)")
     run.add_argument("--max-parallel", type=int, default=4, help="handoffs in flight (<= 0 means 4; above 4 is clamped to 4)")
     run.add_argument("--json", action="store_true", help="print the outcome as JSON on stdout instead of the report")
+    run.add_argument("--ui", action="store_true", help="serve the run's web page from this process and print its URL")
     run.add_argument("--metrics-port", type=_port, default=None, metavar="PORT", help="serve Prometheus metrics on http://0.0.0.0:PORT/metrics")
     run.add_argument("--provider", choices=("offline", "openai-compatible"), default="offline",
                      help="offline (default): rules only; openai-compatible: a model classifies the task and narrates the summary")
@@ -86,7 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_optional_commands(sub: Any) -> None:
-    """Commands that live in their own modules (benchmarks)."""
+    """Commands that live in their own modules (the runs page, benchmarks)."""
+    from cluster.cli_ui.command import add_ui_command
+
+    add_ui_command(sub, port_type=_port, add_connection_args=_add_connection_args)
     try:
         from cluster.bench_cli import add_bench_command
     except ImportError:
@@ -120,10 +124,20 @@ def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
 
         serve_metrics(args.metrics_port)
 
+    name = args.name
+    page = None
+    if args.ui:
+        import uuid
+
+        from cluster.cli_ui.command import start_run_page
+
+        name = name or f"run-{uuid.uuid4().hex[:12]}"
+        page = start_run_page(name, err, store=args.store)
+
     async def go() -> int:
         progress = LiveProgress(err, args.task)
         with progress:
-            run = await explore(args.task, args.root, name=args.name, store=args.store, durability=args.durability,
+            run = await explore(args.task, args.root, name=name, store=args.store, durability=args.durability,
                                 max_turns=args.max_turns, max_parallel=args.max_parallel, on_event=progress.update,
                                 llm=llm)
         if args.json:
@@ -137,7 +151,11 @@ def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
             return EXIT_FAILED
         return EXIT_OK
 
-    return asyncio.run(go())
+    try:
+        return asyncio.run(go())
+    finally:
+        if page is not None:
+            page.close()
 
 
 def _cmd_status(args: argparse.Namespace, out: Console, err: Console) -> int:
