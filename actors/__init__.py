@@ -7,6 +7,14 @@ from actors.exceptions import (
     CallerFailed,
     DecodingError,
     EmptySkill,
+    HistoryCompacted,
+    InterruptAlreadyAnswered,
+    InterruptError,
+    InterruptNotFound,
+    InterruptNotOpen,
+    MergeConflict,
+    RunConfigError,
+    RunStepError,
     HandoffError,
     HandoffInputError,
     IllegalLifecycleTransition,
@@ -18,6 +26,7 @@ from actors.exceptions import (
     VersionConflict,
     WriteRefused,
 )
+from actors.interrupts import ApprovalRequest, Interrupt, ask_approval
 from actors.handoff import Call, Result, handoff, parallel_handoff
 from actors.llm import LlmCaller, LlmConfig, tool_call_transitions
 from actors.managed import ManagedAgent, to_payload, to_stored_record
@@ -67,4 +76,15 @@ __all__ = [
     "DecodingError",
     "IllegalLifecycleTransition",
     "AgentNotFound",
+    "HistoryCompacted",
+    "InterruptError",
+    "InterruptNotOpen",
+    "InterruptNotFound",
+    "InterruptAlreadyAnswered",
+    "RunConfigError",
+    "RunStepError",
+    "MergeConflict",
+    "Interrupt",
+    "ApprovalRequest",
+    "ask_approval",
 ]

@@ -35,6 +35,10 @@ class ChangeLog:
         self._events.append(change.model_copy(update={"seq": self._seq}))
         self._wake()
 
+    def retained(self) -> list[Change]:
+        """The events still held in memory, oldest first."""
+        return list(self._events)
+
     def close(self) -> None:
         self._closed = True
         self._wake()

@@ -23,6 +23,14 @@ __all__ = [
     "DecodingError",
     "IllegalLifecycleTransition",
     "AgentNotFound",
+    "HistoryCompacted",
+    "InterruptError",
+    "InterruptNotOpen",
+    "InterruptNotFound",
+    "InterruptAlreadyAnswered",
+    "RunConfigError",
+    "RunStepError",
+    "MergeConflict",
 ]
 
 
@@ -137,3 +145,57 @@ class IllegalLifecycleTransition(RuntimeError):
 
 class AgentNotFound(LookupError):
     """Raised by ``Orchestrator.agent_handle`` when the run has no agent with that id."""
+
+
+# ---------------------------------------------------------------- history, runs, interrupts
+
+
+class HistoryCompacted(LookupError):
+    """Raised by ``Orchestrator.history``/``fork`` for a version older than the retention
+    window: journal compaction removed it. ``earliest`` is the oldest version still kept."""
+
+    def __init__(self, run: str, requested: int, earliest: int) -> None:
+        self.run = run
+        self.requested = requested
+        self.earliest = earliest
+        super().__init__(
+            f"run {run!r}: version {requested} is no longer kept (journal compaction); the earliest version still kept "
+            f"is {earliest} - ask for history(since={earliest}) or fork(at_version >= {earliest}), or keep more "
+            "with Orchestrator(keep_versions=..., keep_days=...)"
+        )
+
+    def __reduce__(self):  # keep every field across Ray's pickling
+        return (type(self), (self.run, self.requested, self.earliest))
+
+
+class InterruptError(RuntimeError):
+    """Base of the errors raised when an answer to an interrupt is refused; nothing was written."""
+
+
+class InterruptNotOpen(InterruptError):
+    """Raised by ``answer`` when the interrupt is not open in this run (unknown, another
+    run's, or already answered). The state is unchanged."""
+
+
+class InterruptNotFound(InterruptNotOpen):
+    """Raised by ``answer`` when this run never opened that interrupt (a typo, or another run's id)."""
+
+
+class InterruptAlreadyAnswered(InterruptNotOpen):
+    """Raised by ``answer`` when the interrupt was answered before (answers are final)."""
+
+
+class RunConfigError(ValueError):
+    """Raised by ``Run(...)`` for a bad configuration (unknown coordinator names, bad limits),
+    and by ``resume`` when the orchestrator's state holds no run to continue."""
+
+
+class RunStepError(RuntimeError):
+    """Raised when a coordinator returns something the run cannot use (not a
+    ``CoordinatorResult``, a handoff to a coordinator the run does not have, a bad approval
+    request); the message names the coordinator. Nothing of that step was committed."""
+
+
+class MergeConflict(ValueError):
+    """Raised by ``merge_results(..., on_conflict="error")`` when two results write the same
+    state key or stage differently; names both coordinators and the key."""

@@ -23,8 +23,9 @@ from actors import _telemetry
 from actors._json_clean import json_round_trip
 from actors._launch import actor_name, prepare_store, start_actor, stored_token, translate_creation_error
 from actors.changes import Change
-from actors.exceptions import OrchestratorClosed, OrchestratorNotFound, WriteRefused
-from actors.spec import DURABILITY_MODES, OrchestratorStatistics, RunSpec
+from actors.interrupts import Interrupt, answer_batch, read_record
+from actors.exceptions import OrchestratorClosed, OrchestratorNotFound, VersionConflict, WriteRefused
+from actors.spec import DEFAULT_KEEP_VERSIONS, DURABILITY_MODES, OrchestratorStatistics, RunSpec
 from cluster.connect import SOLOIST_NAMESPACE, ensure_connected
 from coordinators import ContextSnapshot, StateTransition, TransitionBatch
 
@@ -71,6 +72,9 @@ class Orchestrator(Generic[S]):
     object); None keeps the state in memory only. ``durability`` is ``"sync"``, ``"batch"``
     or ``"exit"``. ``name`` makes the run findable by ``Orchestrator.attach`` from other
     processes. The constructor is synchronous and starts an embedded Ray on first use.
+    ``keep_versions`` / ``keep_days`` set the retention window of a durable run's journal:
+    checkpoint compaction keeps at least the last N versions / the last D days readable by
+    ``history`` and ``fork`` (with both, the stricter wins; both None keeps everything).
     """
 
     def __init__(
@@ -85,6 +89,9 @@ class Orchestrator(Generic[S]):
         semaphore_scope: str | None = None,
         checkpoint_every: int = 1_000,
         detached: bool = False,
+        keep_versions: int | None = DEFAULT_KEEP_VERSIONS,
+        keep_days: float | None = None,
+        _metadata: dict[str, Any] | None = None,
     ) -> None:
         _check_state(initial)
         if durability not in DURABILITY_MODES:
@@ -96,6 +103,7 @@ class Orchestrator(Generic[S]):
         if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int) or checkpoint_every < 0:
             raise ValueError(f"checkpoint_every must be an int >= 0 (0 disables checkpoints), got {checkpoint_every!r}")
         _check_max_parallel(max_parallel)
+        _check_retention(keep_versions, keep_days)
         if caller is not None and not callable(getattr(caller, "call_tool", None)):
             raise TypeError(f"caller must implement the ToolCaller protocol (async call_tool(name, arguments)), got {type(caller).__name__}")
         ensure_connected()
@@ -112,6 +120,9 @@ class Orchestrator(Generic[S]):
             caller=caller,
             semaphore_scope=semaphore_scope or f"orch:{run_name}",
             checkpoint_every=checkpoint_every,
+            keep_versions=keep_versions,
+            keep_days=keep_days,
+            metadata=_metadata or {},
         )
         handle = start_actor(spec, detached=detached)
         self._init_handle(handle, spec.name, spec.token, caller=caller, state_type=type(initial),
@@ -343,6 +354,82 @@ class Orchestrator(Generic[S]):
         self._require_owner("apply_batch()")
         return await self._call("apply_batch", self._token, _request_id(request_id), transitions, expected_version)
 
+    # ------------------------------------------------- history, forks, interrupts
+
+    async def history(self, since: int = 0, until: int | None = None) -> list[Change]:
+        """Committed changes with ``since < version <= until`` (None: up to the last one), from
+        the journal, in order. ``HistoryCompacted`` names the earliest version still kept when
+        retention removed older ones (a run without a store: what its memory still holds)."""
+        _check_version("since", since)
+        if until is not None:
+            _check_version("until", until)
+        return await self._call("history", since, until)
+
+    async def state_at(self, version: int) -> S:
+        """The state exactly as it was committed at ``version`` (``HistoryCompacted`` if too old)."""
+        _check_version("version", version)
+        return await self._call("state_at", version)
+
+    async def fork(self, new_name: str, *, at_version: int, store: Any = None) -> "Orchestrator[S]":
+        """A new run named ``new_name`` whose state is exactly this run's state at ``at_version``.
+
+        The new run starts at version 0 with that state, the same caller, cap and retention;
+        it lives in ``store`` (default: this run's store file; None for a run without one).
+        This run and its journal are untouched, and later writes to either run never reach
+        the other. Its store entry records ``forked_from`` and ``forked_at``.
+        """
+        if not isinstance(new_name, str) or not new_name.strip():
+            raise ValueError(f"fork() needs a non-empty new_name, got {new_name!r}")
+        if new_name == self._name:
+            raise ValueError(f"fork() needs a name other than the run's own ({new_name!r})")
+        _check_version("at_version", at_version)
+        state = await self.state_at(at_version)
+        stats = await self.statistics()
+        if store is None:
+            store = stats.store
+        info = await self._call("describe")
+        return await asyncio.to_thread(
+            Orchestrator, state, caller=self._caller, name=new_name, store=store, durability=stats.durability,
+            max_parallel=self._max_parallel, checkpoint_every=info.get("checkpoint_every", 1_000),
+            keep_versions=info.get("keep_versions", DEFAULT_KEEP_VERSIONS), keep_days=info.get("keep_days"),
+            _metadata={"forked_from": self._name, "forked_at": at_version},
+        )
+
+    async def interrupts(self) -> list[Interrupt]:
+        """The open interrupts of the run (oldest first); [] when nothing waits for an answer."""
+        _, state = await self.versioned_snapshot()
+        record = read_record(state)
+        return record.open_interrupts() if record is not None else []
+
+    async def answer(self, interrupt_id: str, *, approve: bool, reason: str | None = None) -> int:
+        """Answer one open interrupt; return the version that records the answer.
+
+        Approving a held turn applies its transitions in that version; rejecting tool calls
+        closes them with an error result carrying ``reason``. The run moves on when it is
+        resumed (``Run.resume``, ``soloist run --resume``). An interrupt that is not open here
+        (unknown, another run's, already answered) raises ``InterruptNotOpen`` (a subclass
+        says which) and nothing is written.
+        """
+        if not isinstance(interrupt_id, str) or not interrupt_id:
+            raise TypeError(f"answer() takes the interrupt's id (a string), got {interrupt_id!r}")
+        if not isinstance(approve, bool):
+            raise TypeError(f"answer(approve=...) takes True or False, got {approve!r}")
+        if reason is not None and not isinstance(reason, str):
+            raise TypeError(f"answer(reason=...) takes a string or None, got {type(reason).__name__}")
+        self._require_owner("answer()")
+        while True:
+            version, state = await self.versioned_snapshot()
+            batch = answer_batch(self._name, read_record(state), interrupt_id, approve, reason, version + 1)
+            try:
+                return await self.apply_batch(batch, expected_version=version)
+            except VersionConflict:
+                continue  # a write landed in between: check the interrupt again on the new state
+
+    async def _mark_run(self, **facts: Any) -> None:
+        """Runtime bookkeeping (runs): facts kept in the run's store entry (status for gc)."""
+        self._require_owner("_mark_run()")
+        await self._call("mark_run", self._token, facts)
+
     # -------------------------------------------------------- managed agents
 
     async def agents(self) -> list[dict[str, Any]]:
@@ -455,6 +542,18 @@ def _lookup_live(name: str, timeout: float = 30.0) -> Any:
                     f"{timeout:.0f}s; try attach() again"
                 ) from None
             time.sleep(0.1)
+
+
+def _check_version(what: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{what} must be a version (an int >= 0), got {value!r}")
+
+
+def _check_retention(keep_versions: Any, keep_days: Any) -> None:
+    if keep_versions is not None and (isinstance(keep_versions, bool) or not isinstance(keep_versions, int) or keep_versions < 1):
+        raise ValueError(f"keep_versions must be an int >= 1 or None (keep every version), got {keep_versions!r}")
+    if keep_days is not None and (isinstance(keep_days, bool) or not isinstance(keep_days, (int, float)) or not keep_days > 0):
+        raise ValueError(f"keep_days must be a number > 0 or None (no age limit), got {keep_days!r}")
 
 
 def _request_id(request_id: str | None) -> str:

@@ -6,7 +6,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Durability", "RunSpec", "OrchestratorStatistics", "DURABILITY_MODES"]
+__all__ = ["Durability", "RunSpec", "OrchestratorStatistics", "DURABILITY_MODES", "DEFAULT_KEEP_VERSIONS"]
+
+#: Versions kept readable by default (history, fork): bounded, so a long run's store is too.
+DEFAULT_KEEP_VERSIONS = 10_000
 
 Durability = Literal["sync", "batch", "exit"]
 DURABILITY_MODES: tuple[str, ...] = ("sync", "batch", "exit")
@@ -30,6 +33,12 @@ class RunSpec(BaseModel):
     caller: Any = None
     semaphore_scope: str
     checkpoint_every: int = 1_000
+    keep_versions: int | None = DEFAULT_KEEP_VERSIONS
+    """Retention: at least this many latest versions stay readable (history, fork); None: no limit."""
+    keep_days: float | None = None
+    """Retention: versions younger than this many days stay readable; None: no limit."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """Extra JSON-clean facts stored with a new run (e.g. which run it was forked from)."""
     logger_name: str = "soloist.orchestrator"
 
     @property

@@ -29,6 +29,7 @@ from .errors import (
     StoreError,
     StoreReadOnly,
     StoreWriteFailed,
+    VersionCompacted,
 )
 from .memory import MemoryStore
 from .sqlite import SCHEMA_VERSION, SqliteStore
@@ -54,6 +55,7 @@ __all__ = [
     "StoreReadOnly",
     "StoreStatistics",
     "StoreWriteFailed",
+    "VersionCompacted",
     "apply_diff",
     "diff_states",
     "open_store",
