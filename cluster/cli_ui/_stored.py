@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from cluster.cli_ui.exceptions import RunNotFoundInUi
 from cluster.cli_ui.models import HistoryPage, RunRow
-from cluster.cli_ui.timeline import entry_from_journal
+from cluster.cli_ui.timeline import entry_from_journal, run_status
 from cluster.storage import SqliteStore, apply_diff
 from coordinators import AgentState, StateTransition, reduce
 
@@ -104,6 +104,7 @@ def list_rows(path: str) -> dict[str, RunRow]:
                                      state_type=info.state_type, error=f"{type(exc).__name__}: {exc}")
             continue
         rows[info.name] = RunRow(name=info.name, status="stored", live=False, stored=True, stage=view.stage,
+                                 run_status=run_status(view.state),
                                  version=view.version, last_change_at=view.last_change_at, state_type=view.state_type)
     return rows
 
@@ -112,14 +113,17 @@ def history_page(path: str, name: str, before: int | None, limit: int) -> Histor
     store = _store(path)
     if store.get_run(name) is None:
         raise RunNotFoundInUi(f"no run named {name!r} in {path} (and no live run by that name)")
-    checkpoint, entries = store.load(name)
-    if before is not None:
-        entries = [e for e in entries if e.version < before]
-    page = entries[-limit:]
-    oldest = entries[0].version if entries else None
-    more = bool(page) and page[0].version > (oldest or 0)
+    checkpoint, tail = store.load(name)
+    last = tail[-1].version if tail else checkpoint.version
+    top = last if before is None else min(before - 1, last)
+    since = max(0, top - limit)
+    page = store.entries(name, since, top) if top > 0 else []
+    oldest = store.oldest_version(name)
+    more = since > 0 and since >= oldest and bool(page)
     note = None
-    if not more and checkpoint.version > 0:
-        note = f"versions up to {checkpoint.version} were compacted into a checkpoint"
+    if not more and page and page[0].version > 1:
+        note = f"versions before {page[0].version} are no longer kept (retention)"
+    elif not page and top > 0:
+        note = f"versions up to {top} are no longer kept (retention keeps checkpoints, not every version)"
     return HistoryPage(entries=[entry_from_journal(e.version, e.kind, e.payload, e.created_at) for e in reversed(page)],
-                       next_before=page[0].version if more else None, oldest_available=oldest, note=note)
+                       next_before=since + 1 if more else None, oldest_available=oldest, note=note)

@@ -40,6 +40,8 @@ class RunRow(_Frozen):
     live: bool
     stored: bool
     stage: str | None = None
+    run_status: str | None = None
+    """What a ``Run`` records in the state: running, waiting, complete, stopped, failed, ..."""
     version: int
     last_change_at: float | None = None
     in_flight: int | None = None
@@ -90,7 +92,9 @@ class InterruptView(_Frozen):
     kind: str
     question: Any = None
     call_ids: list[str] = Field(default_factory=list)
+    coordinator: str | None = None
     opened_version: int | None = None
+    confidence: float | None = None
 
 
 class InFlightSample(_Frozen):
@@ -108,6 +112,7 @@ class RunDetail(_Frozen):
     version: int
     state_type: str = ""
     stage: str | None = None
+    run_status: str | None = None
     state: Any = None
     state_note: str | None = None
     statistics: dict[str, Any] = Field(default_factory=dict)

@@ -14,10 +14,10 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from actors import HARD_MAX_PARALLEL, Change, Orchestrator, OrchestratorClosed, OrchestratorNotFound
+from actors import HARD_MAX_PARALLEL, Change, HistoryCompacted, Orchestrator, OrchestratorClosed, OrchestratorNotFound
 from cluster.cli_ui import _stored
 from cluster.cli_ui.models import ActionOutcome, HistoryPage, InterruptView, RunDetail, RunRow
-from cluster.cli_ui.timeline import entry_from_change, reasoning_trail
+from cluster.cli_ui.timeline import entry_from_change, reasoning_trail, run_status
 from cluster.cli_ui.exceptions import ActionRefused, RunNotFoundInUi
 
 __all__ = ["RunSource", "effective_cap", "live_run_names"]
@@ -110,8 +110,9 @@ class RunSource:
             stats, (version, state) = await asyncio.gather(orch.statistics(), orch.versioned_snapshot())
             interrupts = await _interrupts(orch)
             last = await _last_change_at(orch, version)
+            doc = state.model_dump(mode="json")
             return RunRow(name=name, status="waiting" if interrupts else "live", live=True, stored=stored,
-                          stage=getattr(state, "conversation_stage", None), version=version, last_change_at=last,
+                          stage=getattr(state, "conversation_stage", None), run_status=run_status(doc), version=version, last_change_at=last,
                           cap=effective_cap(stats.max_parallel), state_type=stats.state_type)
         except (OrchestratorClosed, OrchestratorNotFound) as exc:
             self._forget(name)
@@ -133,9 +134,10 @@ class RunSource:
         return RunDetail(
             name=name, status="waiting" if interrupts else "live", live=True, stored=self.store is not None and writable,
             version=version, state_type=stats.state_type, stage=getattr(state, "conversation_stage", None), state=doc,
+            run_status=run_status(doc),
             statistics=stats.model_dump(mode="json"), agents=agents, interrupts=interrupts,
             reasoning=reasoning_trail(doc), cap=effective_cap(stats.max_parallel), actions=actions,
-            can_fork=actions and hasattr(orch, "fork"), can_answer=actions and writable and hasattr(orch, "answer"),
+            can_fork=actions, can_answer=actions and writable,
         )
 
     async def _stored_detail(self, name: str, *, actions: bool) -> RunDetail:
@@ -144,7 +146,7 @@ class RunSource:
         view = await asyncio.to_thread(_stored.read_run, self.store, name)
         return RunDetail(
             name=name, status="stored", live=False, stored=True, version=view.version, state_type=view.state_type,
-            stage=view.stage, state=view.state, state_note=view.note, agents=view.agents,
+            stage=view.stage, state=view.state, state_note=view.note, run_status=run_status(view.state), agents=view.agents,
             reasoning=reasoning_trail(view.state), actions=actions,
         )
 
@@ -160,20 +162,13 @@ class RunSource:
         since = max(0, top - limit)
         if top <= 0:
             return HistoryPage(entries=[], next_before=None, oldest_available=None)
-        history = getattr(orch, "history", None)
-        if history is None:  # an orchestrator without the history API: the store's journal, if any
-            if self.store is not None and await asyncio.to_thread(_stored.has_run, self.store, name):
-                return await asyncio.to_thread(_stored.history_page, self.store, name, top + 1, limit)
-            return HistoryPage(entries=[], note="this runtime has no history API; only live changes are shown")
         try:
-            changes: list[Change] = await history(since=since, until=top)
-        except Exception as exc:  # HistoryCompacted and friends: say so in the page
-            if type(exc).__name__ != "HistoryCompacted":
-                raise
+            changes: list[Change] = await orch.history(since=since, until=top)
+        except HistoryCompacted as exc:  # retention dropped these versions: say so in the page
             return HistoryPage(entries=[], next_before=None, note=str(exc))
         entries = [entry_from_change(c) for c in changes if c.kind != "agent_state"]
         entries.sort(key=lambda e: e.version, reverse=True)
-        return HistoryPage(entries=entries, next_before=since + 1 if since > 0 else None)
+        return HistoryPage(entries=entries, next_before=since + 1 if since > 0 and entries else None)
 
     async def changes(self, name: str, since: int) -> AsyncIterator[Change]:
         """The run's committed changes after ``since``, live (ends when the run stops)."""
@@ -209,24 +204,17 @@ class RunSource:
 
 
 async def _interrupts(orch: Orchestrator[Any]) -> list[InterruptView]:
-    read = getattr(orch, "interrupts", None)
-    if read is None:
-        return []
-    out = []
-    for item in await read():
-        doc = item.model_dump(mode="json") if hasattr(item, "model_dump") else dict(item)
-        out.append(InterruptView(id=str(doc.get("id")), kind=str(doc.get("kind", "")), question=doc.get("question"),
-                                 call_ids=[str(c) for c in doc.get("call_ids") or ()], opened_version=doc.get("opened_version")))
-    return out
+    return [InterruptView(id=i.id, kind=i.kind, question=i.question, call_ids=list(i.call_ids), coordinator=i.coordinator,
+                          opened_version=i.opened_version, confidence=i.confidence)
+            for i in await orch.interrupts()]
 
 
 async def _last_change_at(orch: Orchestrator[Any], version: int) -> float | None:
-    history = getattr(orch, "history", None)
-    if history is None or version <= 0:
+    if version <= 0:
         return None
     try:
-        changes = await history(since=version - 1, until=version)
-    except Exception as exc:  # an old version may be compacted away: the time is then unknown
+        changes = await orch.history(since=version - 1, until=version)
+    except HistoryCompacted as exc:  # retention dropped it: the time is then unknown
         _log.debug("no time for version %s of %s: %s", version, orch.name, exc, extra=_LOG_EXTRA)
         return None
     return max((c.at for c in changes), default=None)

@@ -13,7 +13,7 @@ from typing import Any
 from actors import Change
 from cluster.cli_ui.models import TimelineEntry, TransitionView
 
-__all__ = ["entry_from_change", "entry_from_journal", "reasoning_trail", "MAX_TRANSITIONS", "MAX_DATA_CHARS"]
+__all__ = ["entry_from_change", "entry_from_journal", "reasoning_trail", "run_status", "MAX_TRANSITIONS", "MAX_DATA_CHARS"]
 
 MAX_TRANSITIONS = 8
 MAX_DATA_CHARS = 240
@@ -56,6 +56,8 @@ def _entry(version: int, kind: str, at: float | None, transitions: list[tuple[st
 def entry_from_change(change: Change) -> TimelineEntry:
     """A ``Change`` from ``history``/``subscribe`` as one timeline entry."""
     transitions = [(t.transition_type.value, t.data) for t in change.transitions or ()]
+    if change.transitions is None and change.diff is not None:
+        transitions = [("state_diff", change.diff)]
     meta = {k: getattr(change, k, None) for k in ("reasoning", "confidence", "coordinator")}
     extra = getattr(change, "metadata", None)
     if isinstance(extra, dict):
@@ -70,6 +72,14 @@ def entry_from_journal(version: int, kind: str, payload: Any, at: float) -> Time
     else:
         transitions = [("state_diff", payload)]
     return _entry(version, kind, at, transitions, {})
+
+
+def run_status(state: Any) -> str | None:
+    """The status a ``Run`` keeps in its state (``running``, ``waiting``, ``complete``, ...), if any."""
+    conversation = state.get("conversation_state") if isinstance(state, dict) else None
+    record = conversation.get("soloist.run") if isinstance(conversation, dict) else None
+    status = record.get("status") if isinstance(record, dict) else None
+    return status if isinstance(status, str) else None
 
 
 def reasoning_trail(state: Any) -> list[dict[str, Any]]:

@@ -88,7 +88,7 @@ async function showRuns(main) {
     el("h1", { text: "Runs" }),
     el("p", { id: "runs-note", cls: "muted" }),
     el("table", { id: "runs-table" },
-      el("thead", {}, el("tr", {}, ...["run", "status", "stage", "version", "last change", "in flight / cap", "where"].map(h => el("th", { text: h })))),
+      el("thead", {}, el("tr", {}, ...["run", "status", "run status", "stage", "version", "last change", "in flight / cap", "where"].map(h => el("th", { text: h })))),
       el("tbody", { id: "runs-body" })),
   );
   const body = document.getElementById("runs-body");
@@ -104,6 +104,7 @@ async function showRuns(main) {
         body.append(el("tr", { "data-run": run.name, "data-status": run.status },
           el("td", {}, el("a", { href: runUrl(run.name), text: run.name })),
           el("td", {}, el("span", { cls: "badge " + run.status, text: run.status })),
+          el("td", { text: run.run_status || "–" }),
           el("td", { text: run.stage || "–" }),
           el("td", { cls: "num version", text: run.version }),
           el("td", { text: fmtTime(run.last_change_at) }),
@@ -223,6 +224,7 @@ class RunPage {
         el("span", {}, el("span", { id: "status", cls: "badge" })),
         el("span", {}, "version ", el("b", { id: "version" })),
         el("span", {}, "stage ", el("b", { id: "stage" })),
+        el("span", {}, "run ", el("b", { id: "run-status" })),
         el("span", { cls: "muted", id: "state-type" }),
         el("span", { cls: "muted", id: "live-note" })),
       el("div", { id: "error", role: "alert" }),
@@ -257,6 +259,7 @@ class RunPage {
     status.textContent = detail.status; status.className = "badge " + detail.status;
     document.getElementById("version").textContent = String(this.version);
     document.getElementById("stage").textContent = detail.stage || "–";
+    document.getElementById("run-status").textContent = detail.run_status || "–";
     document.getElementById("state-type").textContent = detail.state_type;
     if (detail.version !== this.stateVersion) {
       this.stateVersion = detail.version;
