@@ -91,9 +91,14 @@ def _sse(event: str, data: Any) -> bytes:
 class _Guarded:
     """ASGI middleware: refuses a foreign ``Host`` and adds the security headers to every answer."""
 
-    def __init__(self, app: ASGIApp, guard: Guard) -> None:
+    def __init__(self, app: ASGIApp, guard: Guard, streams: "_Streams") -> None:
         self.app = app
         self.guard = guard
+        self.streams = streams
+
+    def stop_streams(self) -> None:
+        """End every live stream within a second (before the server shuts down)."""
+        self.streams.stopping = True
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -121,9 +126,16 @@ class _Guarded:
         await self.app(scope, receive, with_headers)
 
 
-def create_app(source: RunSource, guard: Guard, *, sampler: InFlightSampler | None = None) -> ASGIApp:
+class _Streams:
+    """Shared by the live streams: set ``stopping`` and each ends at its next wake-up."""
+
+    stopping = False
+
+
+def create_app(source: RunSource, guard: Guard, *, sampler: InFlightSampler | None = None) -> _Guarded:
     """The page server's ASGI application."""
     sampler = sampler or InFlightSampler()
+    streams = _Streams()
 
     def reads(fn: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
@@ -195,7 +207,7 @@ def create_app(source: RunSource, guard: Guard, *, sampler: InFlightSampler | No
     async def events(request: Request) -> Response:
         name = name_of(request)
         since = int_param(request, "since", 0) or 0
-        return StreamingResponse(_event_stream(source, sampler, name, since), media_type="text/event-stream",
+        return StreamingResponse(_event_stream(source, sampler, streams, name, since), media_type="text/event-stream",
                                  headers={"x-accel-buffering": "no"})
 
     @action
@@ -230,10 +242,11 @@ def create_app(source: RunSource, guard: Guard, *, sampler: InFlightSampler | No
         ],
         lifespan=lifespan,
     )
-    return _Guarded(app, guard)
+    return _Guarded(app, guard, streams)
 
 
-async def _event_stream(source: RunSource, sampler: InFlightSampler, name: str, since: int) -> AsyncIterator[bytes]:
+async def _event_stream(source: RunSource, sampler: InFlightSampler, streams: _Streams, name: str,
+                        since: int) -> AsyncIterator[bytes]:
     """``changes`` events (batched), ``inflight`` samples, ``end`` when the run stops."""
     queue: asyncio.Queue[Any] = asyncio.Queue()
     done = object()
@@ -253,7 +266,7 @@ async def _event_stream(source: RunSource, sampler: InFlightSampler, name: str, 
     quiet_since = loop.time()
     try:
         yield b"retry: 2000\n\n"
-        while True:
+        while not streams.stopping:
             try:
                 first = await asyncio.wait_for(queue.get(), 1.0)
             except asyncio.TimeoutError:

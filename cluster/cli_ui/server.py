@@ -48,7 +48,7 @@ class UiServer:
         self.port: int = self._sock.getsockname()[1]
         self.guard = Guard(host=host, port=self.port, allow_actions=allow_actions, token=token)
         self.app = create_app(source, self.guard)
-        config = uvicorn.Config(self.app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2,
+        config = uvicorn.Config(self.app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5,
                                 access_log=False)
         self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
@@ -89,6 +89,7 @@ class UiServer:
         return self
 
     def close(self) -> None:
+        self.app.stop_streams()
         self._server.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout=10)

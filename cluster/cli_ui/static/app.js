@@ -121,19 +121,21 @@ async function showRuns(main) {
 
 // ------------------------------------------------------------------ JSON tree (lazy)
 
-function jsonNode(value, key) {
+function jsonNode(value, key, path, openPaths) {
   const label = key === undefined ? [] : [el("span", { cls: "k", text: JSON.stringify(key) }), ": "];
   if (value !== null && typeof value === "object") {
     const isArray = Array.isArray(value);
     const size = isArray ? value.length : Object.keys(value).length;
-    const details = el("details", {}, el("summary", {}, ...label, isArray ? "[" + size + "]" : "{" + size + "}"));
+    const details = el("details", { "data-path": path }, el("summary", {}, ...label, isArray ? "[" + size + "]" : "{" + size + "}"));
     let filled = false;
-    details.addEventListener("toggle", () => {
+    const fill = () => {
       if (!details.open || filled) return;
       filled = true;
       const entries = isArray ? value.map((v, i) => [i, v]) : Object.entries(value);
-      for (const [k, v] of entries) details.append(jsonNode(v, isArray ? k : k));
-    });
+      for (const [k, v] of entries) details.append(jsonNode(v, k, path + "/" + k, openPaths));
+    };
+    details.addEventListener("toggle", fill);
+    if (openPaths.has(path)) { details.open = true; fill(); }
     return details;
   }
   const cls = typeof value === "string" ? "s" : "n";
@@ -141,12 +143,12 @@ function jsonNode(value, key) {
 }
 
 function renderState(container, state, note) {
+  // re-rendering keeps the branches the reader opened
+  const openPaths = new Set([...container.querySelectorAll("details[open]")].map(d => d.getAttribute("data-path")));
+  openPaths.add("");
   clear(container).classList.add("json");
   if (note) container.append(el("p", { cls: "muted", text: note }));
-  const root = jsonNode(state);
-  if (root.tagName === "DETAILS") root.open = true;
-  root.dispatchEvent(new Event("toggle"));
-  container.append(root);
+  container.append(jsonNode(state, undefined, "", openPaths));
 }
 
 // ------------------------------------------------------------------ chart
