@@ -27,6 +27,9 @@ from actors.exceptions import (
     WriteRefused,
 )
 from actors.interrupts import ApprovalRequest, Interrupt, ask_approval
+from actors.run_api import Run
+from actors.run_events import RunEvent, RunOutcome
+from actors.run_merge import MergedCoordinator, merge_results
 from actors.handoff import Call, Result, handoff, parallel_handoff
 from actors.llm import LlmCaller, LlmConfig, tool_call_transitions
 from actors.managed import ManagedAgent, to_payload, to_stored_record
@@ -87,4 +90,9 @@ __all__ = [
     "Interrupt",
     "ApprovalRequest",
     "ask_approval",
+    "Run",
+    "RunEvent",
+    "RunOutcome",
+    "merge_results",
+    "MergedCoordinator",
 ]

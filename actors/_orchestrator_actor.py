@@ -23,6 +23,7 @@ import dataclasses
 import hmac
 import inspect
 import logging
+import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Awaitable, Callable
@@ -210,6 +211,7 @@ class OrchestratorActor:
             refused_writes=self._stats["refused"],
             max_parallel=self._max_parallel_requested,
             restarted=self._restarted,
+            pid=os.getpid(),
         )
 
     # ----------------------------------------------------------------- writes

@@ -76,3 +76,5 @@ class OrchestratorStatistics(BaseModel):
     refused_writes: int
     max_parallel: int
     restarted: bool
+    pid: int = 0
+    """The process id of the orchestrator actor (changes when it restarts)."""
