@@ -90,7 +90,7 @@ def _add_optional_commands(sub: Any) -> None:
     """Commands that live in their own modules (the runs page, benchmarks)."""
     from cluster.cli_ui.command import add_ui_command
 
-    add_ui_command(sub, port_type=_port, add_connection_args=_add_connection_args)
+    add_ui_command(sub, add_connection_args=_add_connection_args)
     try:
         from cluster.bench_cli import add_bench_command
     except ImportError:

@@ -14,7 +14,17 @@ __all__ = ["add_ui_command", "start_run_page"]
 EXIT_OK, EXIT_USAGE = 0, 2
 
 
-def add_ui_command(sub: Any, *, port_type: Any, add_connection_args: Any) -> None:
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0-65535 (0: any free port), got {value}")
+    return value
+
+
+def add_ui_command(sub: Any, *, add_connection_args: Any) -> None:
     from cluster.cli_ui.server import DEFAULT_PORT
 
     ui = sub.add_parser(
@@ -23,7 +33,7 @@ def add_ui_command(sub: Any, *, port_type: Any, add_connection_args: Any) -> Non
         "token printed here (or $SOLOIST_UI_TOKEN).",
     )
     ui.add_argument("--store", default=None, metavar="PATH", help="a run store (SQLite file): its runs are listed too")
-    ui.add_argument("--port", type=port_type, default=DEFAULT_PORT, help=f"the page's port (default: {DEFAULT_PORT})")
+    ui.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"the page's port (default: {DEFAULT_PORT}; 0: any free port)")
     ui.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1, loopback)")
     ui.add_argument("--i-know-this-is-public", dest="public_ok", action="store_true",
                     help="allow a --host other than loopback (anyone who reaches the port can read every run)")
@@ -70,9 +80,15 @@ def _cmd_ui(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 def start_run_page(name: str, out: Console, *, owner: Any = None, store: str | None = None) -> Any:
     """``soloist run --ui``: serve the page from this process (read-only) and print the run's URL."""
-    from cluster.cli_ui.server import UiServer
+    from cluster.cli_ui.server import DEFAULT_PORT, UiServer
     from cluster.cli_ui.source import RunSource
 
-    server = UiServer(RunSource(store=store), port=0).start()
+    source = RunSource(store=store)
+    if owner is not None:
+        source.add_owner(owner)
+    try:
+        server = UiServer(source, port=DEFAULT_PORT).start()
+    except OSError:  # the default port is taken (another page server): any free port
+        server = UiServer(source, port=0).start()
     out.print(f"soloist ui: watch this run at {server.run_url(name)}", highlight=False)
     return server
