@@ -9,6 +9,12 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from cluster.cli_ui.exceptions import UnsafeBind
+from cluster.cli_ui.security import TOKEN_ENV
+from cluster.cli_ui.server import DEFAULT_PORT, UiServer
+from cluster.cli_ui.source import RunSource
+from cluster.connect import connect
+
 __all__ = ["add_ui_command", "start_run_page"]
 
 EXIT_OK, EXIT_USAGE = 0, 2
@@ -25,8 +31,6 @@ def _port(text: str) -> int:
 
 
 def add_ui_command(sub: Any, *, add_connection_args: Any) -> None:
-    from cluster.cli_ui.server import DEFAULT_PORT
-
     ui = sub.add_parser(
         "ui", help="serve a web page of the runs: watch them live, read their history, answer approvals",
         description="Serve the runs page on 127.0.0.1. Read-only unless --allow-actions; actions then need the "
@@ -44,12 +48,6 @@ def add_ui_command(sub: Any, *, add_connection_args: Any) -> None:
 
 
 def _cmd_ui(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from cluster.cli_ui.exceptions import UnsafeBind
-    from cluster.cli_ui.security import TOKEN_ENV
-    from cluster.cli_ui.server import UiServer
-    from cluster.cli_ui.source import RunSource
-    from cluster.connect import connect
-
     if args.store is not None and not os.path.exists(args.store):
         err.print(f"[red]soloist ui: no store at {escape(repr(args.store))}[/]")
         return EXIT_USAGE
@@ -80,9 +78,6 @@ def _cmd_ui(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 def start_run_page(name: str, out: Console, *, owner: Any = None, store: str | None = None) -> Any:
     """``soloist run --ui``: serve the page from this process (read-only) and print the run's URL."""
-    from cluster.cli_ui.server import DEFAULT_PORT, UiServer
-    from cluster.cli_ui.source import RunSource
-
     source = RunSource(store=store)
     if owner is not None:
         source.add_owner(owner)

@@ -16,6 +16,7 @@ from typing import Any
 
 from actors import HARD_MAX_PARALLEL, Change, HistoryCompacted, Orchestrator, OrchestratorClosed, OrchestratorNotFound
 from cluster.cli_ui import _stored
+from cluster.cli_ui._live_adapter import named_orchestrators
 from cluster.cli_ui.models import ActionOutcome, HistoryPage, InterruptView, RunDetail, RunRow
 from cluster.cli_ui.timeline import entry_from_change, reasoning_trail, run_status
 from cluster.cli_ui.exceptions import ActionRefused, RunNotFoundInUi
@@ -38,9 +39,7 @@ def effective_cap(requested: int) -> int:
 def live_run_names() -> list[str]:
     """The names of the orchestrators running on the connected cluster (blocking)."""
     list_live = getattr(Orchestrator, "list_live", None)
-    if list_live is None:  # a runtime without Orchestrator.list_live: ask Ray for the named actors
-        from cluster.cli_ui._live_adapter import named_orchestrators
-
+    if list_live is None:  # until Orchestrator.list_live lands: ask Ray for the named actors
         return sorted(named_orchestrators())
     return sorted(list_live())
 
