@@ -26,7 +26,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from cluster.cli_ui.exceptions import ActionRefused, ActionsDisabled, BadToken, CrossSiteRequest, RunNotFoundInUi, UiError
-from cluster.cli_ui.models import ErrorBody, RunsPage
+from cluster.cli_ui.models import ErrorBody, RunsPage, StateView
 from cluster.cli_ui.sampler import InFlightSampler
 from cluster.cli_ui.security import Guard
 from cluster.cli_ui.source import DEFAULT_PAGE, RunSource
@@ -192,10 +192,15 @@ def create_app(source: RunSource, guard: Guard, *, sampler: InFlightSampler | No
     @reads
     async def run(request: Request) -> Response:
         name = name_of(request)
-        detail = await source.detail(name, actions=guard.allow_actions)
-        if detail.live:
+        detail = await source.detail(name, actions=guard.allow_actions, with_state=False)
+        if detail.live and request.query_params.get("inflight", "1") != "0":
             detail = detail.model_copy(update={"in_flight": sampler.series(name)})
         return _json(detail)
+
+    @reads
+    async def state(request: Request) -> Response:
+        detail = await source.detail(name_of(request), actions=guard.allow_actions, with_state=True)
+        return _json(StateView(version=detail.version, state=detail.state, state_note=detail.state_note))
 
     @reads
     async def history(request: Request) -> Response:
@@ -234,6 +239,7 @@ def create_app(source: RunSource, guard: Guard, *, sampler: InFlightSampler | No
             Route("/run", page),
             Route("/api/runs", runs),
             Route("/api/run", run),
+            Route("/api/state", state),
             Route("/api/history", history),
             Route("/api/events", events),
             Route("/api/answer", answer, methods=["POST"]),

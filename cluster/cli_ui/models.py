@@ -19,6 +19,7 @@ __all__ = [
     "InterruptView",
     "InFlightSample",
     "RunDetail",
+    "StateView",
     "ActionOutcome",
     "ErrorBody",
 ]
@@ -103,7 +104,8 @@ class InFlightSample(_Frozen):
 
 
 class RunDetail(_Frozen):
-    """Everything the run page shows at first paint except the timeline (paged separately)."""
+    """The run page's summary; the timeline is paged separately, the state served apart
+    (``/api/state``) and left out here (None) unless asked for."""
 
     name: str
     status: RunStatus
@@ -124,6 +126,14 @@ class RunDetail(_Frozen):
     actions: bool = False
     can_fork: bool = False
     can_answer: bool = False
+
+
+class StateView(_Frozen):
+    """The run's whole state at ``version`` (fetched apart from the summary: it can be large)."""
+
+    version: int
+    state: Any = None
+    state_note: str | None = None
 
 
 class ActionOutcome(_Frozen):

@@ -29,6 +29,7 @@ _LOG_EXTRA = {"component": "ui"}
 #: Entries per history page (the page asks for the newest page first).
 DEFAULT_PAGE = 200
 MAX_PAGE = 1_000
+_TRAIL_SHOWN = 30  # the newest reasoning steps in the summary (the timeline has every version)
 
 
 def effective_cap(requested: int) -> int:
@@ -118,35 +119,37 @@ class RunSource:
             return RunRow(name=name, status="stored" if stored else "live", live=False, stored=stored, version=0,
                           error=str(exc))
 
-    async def detail(self, name: str, *, actions: bool) -> RunDetail:
+    async def detail(self, name: str, *, actions: bool, with_state: bool = True) -> RunDetail:
+        """The run page's summary; ``with_state=False`` leaves the (possibly large) state out."""
         orch = await self._live_handle(name)
         if orch is None:
-            return await self._stored_detail(name, actions=actions)
+            return await self._stored_detail(name, actions=actions, with_state=with_state)
         try:
             stats, (version, state), agents, interrupts = await asyncio.gather(
                 orch.statistics(), orch.versioned_snapshot(), orch.agents(), _interrupts(orch))
         except OrchestratorClosed:
             self._forget(name)
-            return await self._stored_detail(name, actions=actions)
+            return await self._stored_detail(name, actions=actions, with_state=with_state)
         doc = state.model_dump(mode="json")
         writable = name in self._owners or (self.store is not None and await asyncio.to_thread(_stored.has_run, self.store, name))
         return RunDetail(
             name=name, status="waiting" if interrupts else "live", live=True, stored=self.store is not None and writable,
-            version=version, state_type=stats.state_type, stage=getattr(state, "conversation_stage", None), state=doc,
-            run_status=run_status(doc),
+            version=version, state_type=stats.state_type, stage=getattr(state, "conversation_stage", None),
+            state=doc if with_state else None, run_status=run_status(doc),
             statistics=stats.model_dump(mode="json"), agents=agents, interrupts=interrupts,
-            reasoning=reasoning_trail(doc), cap=effective_cap(stats.max_parallel), actions=actions,
+            reasoning=reasoning_trail(doc)[-_TRAIL_SHOWN:], cap=effective_cap(stats.max_parallel), actions=actions,
             can_fork=actions, can_answer=actions and writable,
         )
 
-    async def _stored_detail(self, name: str, *, actions: bool) -> RunDetail:
+    async def _stored_detail(self, name: str, *, actions: bool, with_state: bool) -> RunDetail:
         if self.store is None:
             raise RunNotFoundInUi(f"no live run named {name!r} (and this server has no --store to look in)")
         view = await asyncio.to_thread(_stored.read_run, self.store, name)
         return RunDetail(
             name=name, status="stored", live=False, stored=True, version=view.version, state_type=view.state_type,
-            stage=view.stage, state=view.state, state_note=view.note, run_status=run_status(view.state), agents=view.agents,
-            reasoning=reasoning_trail(view.state), actions=actions,
+            stage=view.stage, state=view.state if with_state else None, state_note=view.note,
+            run_status=run_status(view.state), agents=view.agents, reasoning=reasoning_trail(view.state)[-_TRAIL_SHOWN:],
+            actions=actions,
         )
 
     async def history(self, name: str, *, before: int | None, limit: int = DEFAULT_PAGE) -> HistoryPage:

@@ -7,6 +7,14 @@ const PAGE = 200;          // timeline entries per page
 const MAX_ROWS = 2000;     // timeline entries kept in the page (older ones can be paged in again)
 const CHART_SECONDS = 120; // span of the in-flight chart
 
+// When the timeline first painted and when each live version was shown (wall-clock ms),
+// read by the load measurements; bounded so a long session does not grow it forever.
+const timings = window.soloistTimings = { timeline: null, versions: [] };
+function noteVersionShown(version) {
+  timings.versions.push([version, performance.timeOrigin + performance.now()]);
+  if (timings.versions.length > 20000) timings.versions.splice(0, 10000);
+}
+
 // ------------------------------------------------------------------ small DOM helpers
 
 function el(tag, attrs, ...children) {
@@ -209,13 +217,30 @@ class RunPage {
     this.stateVersion = -1;
   }
 
+  detailUrl(withSamples) {
+    return "/api/run?" + new URLSearchParams({ name: this.name, inflight: withSamples ? "1" : "0" });
+  }
+
   async start() {
-    const detail = await getJson("/api/run?" + new URLSearchParams({ name: this.name }));
+    // the summary and the newest timeline page first; the state (possibly large) after that paint
+    const detail = await getJson(this.detailUrl(true));
     this.layout(detail);
     this.apply(detail);
     await this.loadHistory(null);
+    // after the next frame is painted (rAF runs before paint; the timeout after it)
+    requestAnimationFrame(() => setTimeout(() => { timings.timeline = performance.now(); performance.mark("soloist:timeline-painted"); }, 0));
     this.main.setAttribute("data-ready", "1");
     if (detail.live) this.follow();
+    await this.refreshState();
+  }
+
+  async refreshState() {
+    this.lastStateFetch = Date.now();
+    const detail = await getJson("/api/state?" + new URLSearchParams({ name: this.name }));
+    if (detail.version !== this.stateVersion) {
+      this.stateVersion = detail.version;
+      renderState(document.getElementById("state"), detail.state, detail.state_note);
+    }
   }
 
   layout(detail) {
@@ -263,10 +288,6 @@ class RunPage {
     document.getElementById("stage").textContent = detail.stage || "–";
     document.getElementById("run-status").textContent = detail.run_status || "–";
     document.getElementById("state-type").textContent = detail.state_type;
-    if (detail.version !== this.stateVersion) {
-      this.stateVersion = detail.version;
-      renderState(document.getElementById("state"), detail.state, detail.state_note);
-    }
     this.renderAgents(detail.agents);
     this.renderReasoning(detail.reasoning);
     this.canAnswer = detail.can_answer;
@@ -396,17 +417,30 @@ class RunPage {
     if (data.version > this.version) {
       this.version = data.version;
       document.getElementById("version").textContent = String(this.version);
+      noteVersionShown(this.version);
     }
     this.scheduleRefresh();
   }
 
   scheduleRefresh() {
-    if (this.refreshTimer) return;
-    this.refreshTimer = setTimeout(async () => {
-      this.refreshTimer = null;
-      try { this.apply(await getJson("/api/run?" + new URLSearchParams({ name: this.name }))); }
-      catch (e) { document.getElementById("live-note").textContent = "refresh failed: " + e.message; }
-    }, 700);
+    // the summary (agents, interrupts, reasoning) at most every 0.7 s; the whole state at
+    // most every 3 s, so a busy run does not resend a large state for every version
+    if (!this.refreshTimer) {
+      this.refreshTimer = setTimeout(async () => {
+        this.refreshTimer = null;
+        try { this.apply(await getJson(this.detailUrl(false))); }
+        catch (e) { document.getElementById("live-note").textContent = "refresh failed: " + e.message; }
+      }, 700);
+    }
+    if (!this.stateTimer) {
+      const wait = Math.max(700, 3000 - (Date.now() - (this.lastStateFetch || 0)));
+      this.stateTimer = setTimeout(async () => {
+        this.stateTimer = null;
+        if (this.version === this.stateVersion) return;
+        try { await this.refreshState(); }
+        catch (e) { document.getElementById("live-note").textContent = "refresh failed: " + e.message; }
+      }, wait);
+    }
   }
 
   follow() {
