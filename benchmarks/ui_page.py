@@ -150,7 +150,7 @@ async def measure(repeats: int) -> dict[str, Any]:
 
 class SlowIn(BaseModel):
     path: str
-    seconds: float = 6.0
+    seconds: float = 10.0
 
 
 class SlowOut(BaseModel):
@@ -223,7 +223,7 @@ async def screenshots(out_dir: str) -> list[str]:
             await asyncio.to_thread(_wait, driver, "return document.querySelector('main[data-ready]')")
             # wait for four handoffs in flight on the chart's data, and a few seconds of samples
             await asyncio.to_thread(_wait, driver, "return document.querySelectorAll('#timeline li').length >= 2", 60)
-            await asyncio.sleep(9)
+            await asyncio.sleep(14)
             driver.execute_script("document.querySelectorAll('#state details').forEach(d => { if (d.getAttribute('data-path') === '' || d.getAttribute('data-path') === '/conversation_state') d.open = true; })")
             path = os.path.join(out_dir, "ui-run-page.png")
             driver.save_screenshot(path)

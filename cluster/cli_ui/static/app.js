@@ -170,18 +170,20 @@ function drawChart(canvas, samples, cap) {
   ctx.clearRect(0, 0, width, height);
   const top = Math.max(cap || 4, ...samples.map(s => s.in_flight), 1);
   const now = Date.now() / 1000, left = 28, bottom = height - 16;
-  const x = at => left + (width - left - 6) * (1 - Math.min(CHART_SECONDS, now - at) / CHART_SECONDS);
+  // the span grows with the samples held: at least 30 s, at most CHART_SECONDS
+  const span = Math.min(CHART_SECONDS, Math.max(30, samples.length ? now - samples[0].at + 2 : 30));
+  const x = at => left + (width - left - 6) * (1 - Math.min(span, now - at) / span);
   const y = n => bottom - (bottom - 8) * n / top;
   ctx.fillStyle = "#6b7383"; ctx.font = "11px system-ui";
   ctx.fillText(String(top), 4, y(top) + 4); ctx.fillText("0", 4, y(0) + 4);
-  ctx.fillText("last " + CHART_SECONDS + " s", left, height - 3);
+  ctx.fillText("last " + Math.round(span) + " s", left, height - 3);
   if (cap) {
     ctx.strokeStyle = "#c0392b"; ctx.setLineDash([4, 4]);
     ctx.beginPath(); ctx.moveTo(left, y(cap)); ctx.lineTo(width - 6, y(cap)); ctx.stroke();
     ctx.setLineDash([]); ctx.fillStyle = "#c0392b"; ctx.fillText("cap " + cap, width - 46, y(cap) - 3);
   }
   ctx.strokeStyle = "#dde1e8"; ctx.beginPath(); ctx.moveTo(left, bottom); ctx.lineTo(width - 6, bottom); ctx.stroke();
-  const points = samples.filter(s => now - s.at <= CHART_SECONDS + 2);
+  const points = samples.filter(s => now - s.at <= span + 2);
   if (!points.length) return;
   ctx.strokeStyle = "#2f6fdf"; ctx.lineWidth = 2; ctx.beginPath();
   points.forEach((s, i) => {
@@ -275,6 +277,7 @@ class RunPage {
     );
     document.getElementById("older").onclick = () => this.loadHistory(this.nextBefore);
     document.getElementById("fork-form").onsubmit = (ev) => { ev.preventDefault(); this.fork(); };
+    document.getElementById("fork-version").oninput = (ev) => { ev.target.dataset.edited = "1"; };
     window.addEventListener("resize", () => this.chart());
   }
 
@@ -296,7 +299,7 @@ class RunPage {
     const forkPanel = document.getElementById("fork-panel");
     forkPanel.hidden = !detail.can_fork;
     const forkVersion = document.getElementById("fork-version");
-    if (!forkVersion.value) forkVersion.value = String(detail.version);
+    if (!forkVersion.dataset.edited) forkVersion.value = String(this.version);
     if (detail.in_flight && detail.in_flight.length) this.samples = detail.in_flight.slice();
     this.chart();
   }
