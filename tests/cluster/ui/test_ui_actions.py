@@ -157,3 +157,36 @@ async def test_actions_need_the_token_the_server_origin_and_allow_actions(tmp_pa
         assert await orch.version() == 1
     finally:
         await orch.close()
+
+
+async def test_a_fork_from_the_page_copies_the_state_at_that_version_and_a_bad_one_shows_the_error(
+        tmp_path: Path, browser: Any) -> None:
+    store = str(tmp_path / "runs.sqlite")
+    orch = Orchestrator(AgentState(), name="ui-fork-source", store=store)
+    try:
+        for step in range(1, 4):
+            await orch.apply_batch(TransitionBatch().update_state("step", step))
+        with UiServer(RunSource(store=store), port=0, allow_actions=True).start() as server:
+
+            def fork(version: str, name: str, expect: str) -> str:
+                browser.get(server.run_url(orch.name) + "#token=" + server.token)
+                wait_until(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "main[data-ready]"), "run page ready")
+                field = browser.find_element(By.ID, "fork-version")
+                field.clear()
+                field.send_keys(version)
+                browser.find_element(By.ID, "fork-name").send_keys(name)
+                browser.find_element(By.ID, "fork-button").click()
+                wait_until(browser, lambda d: expect in text_of(d, "#fork-outcome") + text_of(d, "#error"), expect)
+                return text_of(browser, "#fork-outcome") + text_of(browser, "#error")
+
+            assert "into 'ui-fork-copy'" in await asyncio.to_thread(fork, "2", "ui-fork-copy", "forked")
+            copy = Orchestrator.attach("ui-fork-copy", store=store)
+            assert (await copy.snapshot()).conversation_state == {"step": 2}
+            await copy.close()
+            message = await asyncio.to_thread(fork, "99", "ui-fork-too-far", "could not fork")
+            assert "99" in message
+            with pytest.raises(OrchestratorNotFound):
+                Orchestrator.attach("ui-fork-too-far")
+            assert await orch.version() == 3
+    finally:
+        await orch.close()
