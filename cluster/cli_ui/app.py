@@ -143,6 +143,10 @@ def create_app(source: RunSource, guard: Guard, *, sampler: InFlightSampler | No
                 return await fn(request)
             except (UiError, ValueError, LookupError) as exc:
                 return _error(exc)
+            except Exception as exc:  # a run that cannot be read: the page shows why
+                _log.warning("%s failed: %s: %s", request.url.path, type(exc).__name__, exc, extra=_LOG_EXTRA)
+                return JSONResponse(ErrorBody(error=f"{type(exc).__name__}: {exc}", type=type(exc).__name__).model_dump(),
+                                    status_code=500)
 
         return endpoint
 
@@ -180,6 +184,9 @@ def create_app(source: RunSource, guard: Guard, *, sampler: InFlightSampler | No
 
     async def page(request: Request) -> Response:
         return FileResponse(str(STATIC_DIR / "index.html"), media_type="text/html")
+
+    async def no_icon(request: Request) -> Response:
+        return Response(status_code=204)
 
     @reads
     async def runs(request: Request) -> Response:
@@ -237,6 +244,7 @@ def create_app(source: RunSource, guard: Guard, *, sampler: InFlightSampler | No
         routes=[
             Route("/", page),
             Route("/run", page),
+            Route("/favicon.ico", no_icon),
             Route("/api/runs", runs),
             Route("/api/run", run),
             Route("/api/state", state),

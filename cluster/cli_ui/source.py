@@ -118,6 +118,10 @@ class RunSource:
             self._forget(name)
             return RunRow(name=name, status="stored" if stored else "live", live=False, stored=stored, version=0,
                           error=str(exc))
+        except Exception as exc:  # one unreadable run (e.g. its state class is not importable here) must not hide the rest
+            _log.warning("cannot read live run %r: %s: %s", name, type(exc).__name__, exc, extra=_LOG_EXTRA)
+            return RunRow(name=name, status="live", live=True, stored=stored, version=0,
+                          error=f"{type(exc).__name__}: {exc}")
 
     async def detail(self, name: str, *, actions: bool, with_state: bool = True) -> RunDetail:
         """The run page's summary; ``with_state=False`` leaves the (possibly large) state out."""
