@@ -203,7 +203,9 @@ class Reviewer:
 async def screenshots(out_dir: str) -> list[str]:
     connect(code_from_cwd=False)
     os.makedirs(out_dir, exist_ok=True)
-    store = os.path.join(tempfile.mkdtemp(), "runs.sqlite")
+    out_dir = os.path.abspath(out_dir)
+    os.chdir(tempfile.mkdtemp())  # the page shows the store as given: a plain relative name
+    store = "runs.sqlite"
     done = Orchestrator(AgentState(), name="nightly-audit", store=store)
     for i in range(41):
         await done.apply_batch(TransitionBatch().update_state("step", i).update_stage("complete" if i == 40 else "reading"))

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from actors import Change
+from coordinators import thaw
 from cluster.cli_ui.models import TimelineEntry, TransitionView
 
 __all__ = ["entry_from_change", "entry_from_journal", "reasoning_trail", "run_status", "MAX_TRANSITIONS", "MAX_DATA_CHARS"]
@@ -55,7 +56,7 @@ def _entry(version: int, kind: str, at: float | None, transitions: list[tuple[st
 
 def entry_from_change(change: Change) -> TimelineEntry:
     """A ``Change`` from ``history``/``subscribe`` as one timeline entry."""
-    transitions = [(t.transition_type.value, t.data) for t in change.transitions or ()]
+    transitions = [(t.transition_type.value, thaw(t.data)) for t in change.transitions or ()]
     if change.transitions is None and change.diff is not None:
         transitions = [("state_diff", change.diff)]
     meta = {k: getattr(change, k, None) for k in ("reasoning", "confidence", "coordinator")}
