@@ -18,16 +18,19 @@ or held for approval (``low_confidence="approval"``). A coordinator asks for app
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Literal
 
+import cloudpickle
 import ray
 
 from actors.exceptions import RunConfigError, RunStepError, VersionConflict
 from actors.handoff import Call, parallel_handoff
 from actors.interrupts import (
     FINAL_STATUSES,
+    RUN_CONFIG_KEY,
     RUN_RECORD_KEY,
     Interrupt,
     RunRecord,
@@ -38,7 +41,8 @@ from actors.interrupts import (
 from actors.orchestrator import Orchestrator
 from actors.run_events import RunEvent, RunOutcome
 from actors.run_loop import create_coordinator_actor
-from coordinators import ContextSnapshot, Coordinator, CoordinatorResult, TransitionBatch, TransitionType, thaw
+from coordinators import (ContextSnapshot, Coordinator, CoordinatorResult, StateTransition, TransitionBatch, TransitionType,
+                          thaw)
 
 __all__ = ["Run"]
 
@@ -121,6 +125,28 @@ class Run:
 
     # ------------------------------------------------------------------ public
 
+    @classmethod
+    async def restore(cls, orchestrator: Orchestrator[Any], *, on_event: Callable[[RunEvent], None] | None = None,
+                      max_turns: int | None = None) -> "Run":
+        """The ``Run`` that started in ``orchestrator``'s state, rebuilt from what it stored
+        when it started (its coordinators, pickled, and its settings), e.g. to ``resume()``
+        it from another process. ``max_turns`` raises (or lowers) the stored limit."""
+        ctx = await orchestrator.context()
+        raw = ctx.get_state(RUN_CONFIG_KEY)
+        if raw is None:
+            raise RunConfigError(f"run {orchestrator.name!r} holds no stored run configuration; it was not started by Run.run()")
+        config = thaw(raw)
+        try:
+            table = {name: cloudpickle.loads(base64.b64decode(blob)) for name, blob in config["coordinators"].items()}
+        except Exception as exc:
+            raise RunConfigError(
+                f"the coordinators of run {orchestrator.name!r} cannot be loaded here ({type(exc).__name__}: {exc}); "
+                "make their code importable in this process, or build the Run yourself and call resume()"
+            ) from exc
+        return cls(orchestrator, table, first=config["first"], fallback=config["fallback"], vetting=config["vetting"],
+                   max_turns=max_turns or config["max_turns"], confidence_threshold=config["confidence_threshold"],
+                   low_confidence=config["low_confidence"], on_event=on_event)
+
     @property
     def orchestrator(self) -> Orchestrator[Any]:
         return self._orch
@@ -184,7 +210,9 @@ class Run:
                     f"run {self._orch.name!r} was already started (status {record.status}); use resume() to continue it"
                 )
             record = RunRecord(message=message, next=self._first)
-            await self._orch.apply_batch([record_transition(record)], expected_version=ctx.version)
+            config = StateTransition(TransitionType.UPDATE_STATE, {"key": RUN_CONFIG_KEY, "value": self._config()})
+            await self._orch.apply_batch([config, record_transition(record)], expected_version=ctx.version)
+            await self._orch._mark_run(status="running", updated_at=time.time())
         elif record is None:
             raise RunConfigError(f"run {self._orch.name!r} has no run to resume: its state holds no run record; use run(message)")
         elif record.status in FINAL_STATUSES:
@@ -420,6 +448,14 @@ class Run:
                     return None
                 expected = await self._orch.version()
 
+    def _config(self) -> dict[str, Any]:
+        """What ``restore`` needs to rebuild this run elsewhere (JSON-clean)."""
+        return {
+            "first": self._first, "fallback": self._fallback, "vetting": self._vetting, "max_turns": self._max_turns,
+            "confidence_threshold": self._threshold, "low_confidence": self._low_confidence,
+            "coordinators": {name: base64.b64encode(cloudpickle.dumps(c)).decode("ascii") for name, c in self._coordinators.items()},
+        }
+
     def _start_actors(self) -> None:
         self._actors = {name: create_coordinator_actor(c) for name, c in self._coordinators.items()}
 
@@ -458,7 +494,7 @@ class Run:
     async def _outcome(self, record: RunRecord, started: float, *, status: str | None = None,
                        reason: str | None = None) -> RunOutcome:
         ctx = await self._orch.context()
-        state = {k: v for k, v in thaw(ctx.conversation_state).items() if k != RUN_RECORD_KEY}
+        state = {k: v for k, v in thaw(ctx.conversation_state).items() if k not in (RUN_RECORD_KEY, RUN_CONFIG_KEY)}
         outcome = RunOutcome(
             run=self._orch.name,
             status=status or record.status,  # type: ignore[arg-type]

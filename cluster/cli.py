@@ -1,7 +1,8 @@
 """``soloist``: the command line, a thin shell over the library.
 
 Exit codes: 0 the run completed, 1 it failed or stopped early (the reason is printed),
-2 bad arguments, 130 interrupted (Ctrl-C: in-flight handoffs are cancelled first).
+2 bad arguments, 3 the run waits for approval (soloist approve, then soloist run --resume),
+130 interrupted (Ctrl-C: in-flight handoffs are cancelled first).
 """
 
 from __future__ import annotations
@@ -57,12 +58,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Explore ROOT for TASK: classify it, search and read the code through subagents "
         "(at most --max-parallel in flight), follow imports, and report file:line findings. Offline.",
     )
-    run.add_argument("task", help='what to find, e.g. "where is `connect` defined and who imports it?"')
+    run.add_argument("task", nargs="?", default=None, help='what to find, e.g. "where is `connect` defined and who imports it?"')
+    run.add_argument("--resume", default=None, metavar="RUN",
+                     help="continue the stored run RUN (with --store) exactly where it stopped, instead of a new task")
     run.add_argument("--root", default=".", help="the directory to explore (default: the current one)")
     run.add_argument("--store", default=None, metavar="PATH", help="a SQLite file to journal the run in (default: memory only)")
     run.add_argument("--durability", choices=("sync", "batch", "exit"), default="sync", help="journal mode with --store (default: sync)")
     run.add_argument("--name", default=None, help="name the run (to attach to it or find it in `soloist status`)")
-    run.add_argument("--max-turns", type=_positive_int, default=40, help="stop after this many coordinator turns (default: 40)")
+    run.add_argument("--max-turns", type=_positive_int, default=None, help="stop after this many coordinator turns (default: 40)")
     run.add_argument("--max-parallel", type=int, default=4, help="handoffs in flight (<= 0 means 4; above 4 is clamped to 4)")
     run.add_argument("--json", action="store_true", help="print the outcome as JSON on stdout instead of the report")
     run.add_argument("--metrics-port", type=_port, default=None, metavar="PORT", help="serve Prometheus metrics on http://0.0.0.0:PORT/metrics")
@@ -81,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_connection_args(status)
     status.set_defaults(handler=_cmd_status)
 
+    from cluster.run_commands import add_run_commands
+
+    add_run_commands(sub, _add_connection_args)
     _add_optional_commands(sub)
     return parser
 
@@ -98,8 +104,15 @@ def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     from cluster.connect import connect
     from cluster.jobs import explore
     from cluster.report import LiveProgress, render_report
+    from cluster.run_commands import report_waiting, resume_command
 
-    if not args.task.strip():
+    args.max_turns_given = args.max_turns
+    if args.resume is not None:
+        if args.task is not None:
+            err.print("[red]soloist run: give a TASK or --resume RUN, not both[/]")
+            return EXIT_USAGE
+        return resume_command(args, out, err)
+    if args.task is None or not args.task.strip():
         err.print("[red]soloist run: the task is empty; say what to look for[/]")
         return EXIT_USAGE
     if not os.path.isdir(args.root):
@@ -124,18 +137,13 @@ def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         progress = LiveProgress(err, args.task)
         with progress:
             run = await explore(args.task, args.root, name=args.name, store=args.store, durability=args.durability,
-                                max_turns=args.max_turns, max_parallel=args.max_parallel, on_event=progress.update,
+                                max_turns=args.max_turns or 40, max_parallel=args.max_parallel, on_event=progress.update,
                                 llm=llm)
         if args.json:
             out.print_json(run.model_dump_json())
         else:
             render_report(out, run)
-        if run.outcome.status == "cancelled":
-            return EXIT_INTERRUPTED
-        if run.outcome.status != "complete":
-            err.print(f"[yellow]soloist run: the run did not complete: {run.outcome.reason}[/]")
-            return EXIT_FAILED
-        return EXIT_OK
+        return report_waiting(run.outcome, run.run, args.store, err)
 
     return asyncio.run(go())
 
