@@ -292,7 +292,7 @@ class Run:
         if opened:
             await self._emit("interrupt", updated, version, coordinator=name, interrupts=opened)
         if not result.should_continue and not opened:
-            await self._finish(await self._orch.context(), updated, updated.reason or "done")
+            await self._finish(await self._orch.context(), updated, updated.reason or "done", by=name)
 
     def _route(self, name: str, result: CoordinatorResult, ctx: ContextSnapshot, record: RunRecord) -> tuple[str, str]:
         """(next coordinator, phase) after ``name``'s committed turn."""
@@ -377,7 +377,7 @@ class Run:
         if opened:
             await self._emit("interrupt", updated, version, coordinator=self._vetting, interrupts=opened)
         if not result.should_continue:
-            await self._finish(await self._orch.context(), updated, updated.reason or "stopped")
+            await self._finish(await self._orch.context(), updated, updated.reason or "stopped", by=self._vetting)
 
     async def _run_calls(self, ctx: ContextSnapshot, record: RunRecord) -> None:
         """Hand off every pending call not held for approval; commit the results with the record."""
@@ -406,7 +406,8 @@ class Run:
         version = await self._commit(batch, done, ctx.version, retry=True)
         await self._emit("handoffs", done, version or ctx.version, coordinator="handoffs")
 
-    async def _finish(self, ctx: ContextSnapshot, record: RunRecord, reason: str, status: str | None = None) -> tuple[str, str]:
+    async def _finish(self, ctx: ContextSnapshot, record: RunRecord, reason: str, status: str | None = None,
+                      by: str | None = None) -> tuple[str, str]:
         """End the run: close every pending call with an error and record the final status."""
         final_status = status or ("complete" if ctx.is_complete else "stopped")
         batch = TransitionBatch()
@@ -415,7 +416,7 @@ class Run:
         final = record.model_copy(update={"status": final_status, "reason": reason, "next": ""})
         version = await self._commit(batch, final, ctx.version, retry=True)
         await self._orch._mark_run(status=final_status, finished_at=time.time())
-        await self._emit("finished", final, version or ctx.version, coordinator=record.next or "-", status=final_status)
+        await self._emit("finished", final, version or ctx.version, coordinator=by or record.next or "-", status=final_status)
         return final_status, reason
 
     # ---------------------------------------------------------------- helpers
