@@ -64,7 +64,8 @@ class Run:
     - ``vetting``: optional coordinator that sees every batch of pending tool calls before
       they are handed off (it may answer calls with errors, ask approval, or stop the run).
     - ``max_turns``: coordinator turns (vetting turns included) before the run stops.
-    - ``confidence_threshold``: results with a lower ``confidence`` are not applied; with
+    - ``confidence_threshold``: results (of coordinators other than the fallback and the
+      vetting coordinator) with a lower ``confidence`` are not applied; with
       ``low_confidence="fallback"`` the fallback takes the turn, with ``"approval"`` the
       turn is held for a person (an interrupt of kind ``turn``).
     - ``on_event``: called with every ``RunEvent`` (or iterate ``stream()``).
@@ -217,9 +218,13 @@ class Run:
             raise RunConfigError(f"run {self._orch.name!r} has no run to resume: its state holds no run record; use run(message)")
         elif record.status in FINAL_STATUSES:
             return await self._outcome(record, started)
+        elif record.open_interrupts():
+            return await self._outcome(record, started, status="waiting",
+                                       reason=f"waiting for {len(record.open_interrupts())} approval(s)")
         else:
             await self._emit("resumed", record, ctx.version, coordinator=record.next or "-")
         status, reason = "max_turns", f"stopped after the maximum of {self._max_turns} turns"
+        ended = False  # True once the run reached a final status (its coordinators are then closed for good)
         try:
             self._start_actors()
             await self._record_created()
@@ -254,8 +259,10 @@ class Run:
             await asyncio.shield(self._finish(ctx, _record(ctx), "cancelled by the user (in-flight handoffs were cancelled)",
                                               status="cancelled"))
             status, reason = "cancelled", "cancelled by the user (in-flight handoffs were cancelled)"
+        else:
+            ended = status != "waiting"
         finally:
-            await self._stop_actors(final=status != "waiting")
+            await self._stop_actors(final=ended or status == "cancelled")
         final = _record(await self._orch.context())
         if status == "waiting":
             await self._orch._mark_run(status="waiting", updated_at=time.time())

@@ -15,12 +15,16 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 SOLOIST = [sys.executable, "-m", "cluster.cli"]
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 
 
 def _run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0", "COLUMNS": "200"}
-    env.pop("RAY_ADDRESS", None)
+    """Run a process that joins the session's Ray (one cluster for every step, as on a real
+    machine where ``ray start`` runs once), through ``RAY_ADDRESS``."""
+    import ray
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0", "COLUMNS": "200",
+           "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
     return subprocess.run(list(args), capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
 
 
