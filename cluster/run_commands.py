@@ -85,7 +85,7 @@ def add_run_commands(sub: Any, add_connection_args: Any) -> None:
     gc.add_argument("--older-than", required=True, metavar="AGE", help="e.g. 7d, 12h, 30m, 0s")
     gc.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
     gc.add_argument("--json", action="store_true", help="print the report as JSON")
-    gc.set_defaults(handler=_cmd_gc)
+    gc.set_defaults(handler=_cmd_gc, log_format="text", log_level="WARNING")  # no cluster, no log options
 
 
 def _missing_store(path: str, command: str, err: Console) -> bool:
