@@ -18,14 +18,11 @@ from typing import Any, get_type_hints
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from actors.callers.protocol import ToolCallResult
+from actors.exceptions import SkillRegistrationError
 
-__all__ = ["SkillRegistry", "SkillSpec", "SkillRegistrationError"]
+__all__ = ["SkillRegistry", "SkillSpec"]
 
 _log = logging.getLogger(__name__)
-
-
-class SkillRegistrationError(TypeError):
-    """Raised when a function cannot be registered as a skill; lists every problem found."""
 
 
 class SkillSpec(BaseModel):
@@ -115,6 +112,14 @@ class SkillRegistry:
 
     def __contains__(self, name: object) -> bool:
         return name in self._skills
+
+    def owns(self, name: str) -> bool:
+        return name in self._skills
+
+    @property
+    def label(self) -> str:
+        """Empty: a registry has no name of its own (a composite names it by type and position)."""
+        return ""
 
     def __len__(self) -> int:
         return len(self._skills)

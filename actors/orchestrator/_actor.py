@@ -30,16 +30,15 @@ from typing import Any, Awaitable, Callable
 from pydantic import BaseModel
 
 from actors import telemetry
+from actors.agents.registry import AgentRegistry
+from actors.exceptions import OrchestratorClosed, VersionConflict, WriteRefused
 from actors.orchestrator._change_log import ChangeLog
 from actors.orchestrator._json_clean import json_round_trip
+from actors.orchestrator._recovery import journal_entry, restore_or_create
 from actors.orchestrator.changes import Change, ChangeKind
-from actors.exceptions import OrchestratorClosed, VersionConflict, WriteRefused
-from cluster.connect import actor_was_restarted
 from actors.orchestrator.spec import OrchestratorStatistics, RunSpec
+from cluster.connect import actor_was_restarted
 from coordinators import AgentState, ContextSnapshot, StateTransition, reduce
-from actors.orchestrator._recovery import restore_or_create
-from actors.agents.registry import AgentRegistry
-from actors.orchestrator._recovery import journal_entry
 
 __all__ = ["OrchestratorActor"]
 

@@ -6,8 +6,8 @@ import asyncio
 import collections
 import time
 
-from actors.orchestrator.changes import Change
 from actors.exceptions import ChangesUnavailable, OrchestratorClosed
+from actors.orchestrator.changes import Change
 
 __all__ = ["ChangeLog"]
 

@@ -14,14 +14,20 @@ from typing import Any
 from pydantic import BaseModel
 
 from actors._pickling import pickled, unpickled
+from actors.agents.registry import load_agent_records
 from actors.orchestrator.changes import Change, ChangeKind
-from cluster.connect import actor_was_restarted
 from actors.orchestrator.spec import RunSpec
-from cluster.storage import JournalEntry, JournalGap, RunInfo, Store, StoreCorrupted
+from cluster.connect import actor_was_restarted
+from cluster.storage import (
+    JournalEntry,
+    JournalGap,
+    RunInfo,
+    Store,
+    StoreCorrupted,
+    open_store,
+)
 from cluster.storage.diff import apply_diff, diff_states
 from coordinators import StateTransition, reduce
-from cluster.storage import open_store
-from actors.agents.registry import load_agent_records
 
 __all__ = ["journal_entry", "replay", "restore_or_create", "stored_run_spec"]
 

@@ -13,35 +13,44 @@ import logging
 import secrets
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable
-from typing import Any, Callable, Generic, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Iterable
+from typing import Any, Callable, Concatenate, Generic, ParamSpec, TypeVar
 
 import ray
 from pydantic import BaseModel
 
 from actors import telemetry
-from actors.orchestrator._json_clean import json_round_trip
-from actors.orchestrator._launch import actor_name, prepare_store, start_actor, stored_token, translate_creation_error
-from actors.orchestrator.changes import Change
 from actors.exceptions import OrchestratorClosed, OrchestratorNotFound, WriteRefused
 from actors.handoffs._permits import release_idle_permits
 from actors.handoffs.pools import track, untrack
-from actors.handoffs.settings import HandoffSettings
-from actors.orchestrator.spec import DURABILITY_MODES, OrchestratorStatistics, RunSpec
-from cluster.connect import SOLOIST_NAMESPACE, ensure_connected
-from coordinators import ContextSnapshot, StateTransition, TransitionBatch
+from actors.handoffs.settings import (
+    DEFAULT_MAX_PARALLEL,
+    HARD_MAX_PARALLEL,
+    HandoffSettings,
+    effective_max_parallel,
+)
+from actors.orchestrator._actor import OrchestratorActor
+from actors.orchestrator._json_clean import json_round_trip
+from actors.orchestrator._launch import (
+    actor_name,
+    live_run_names,
+    lookup_live,
+    prepare_store,
+    start_actor,
+    stored_token,
+    translate_creation_error,
+)
 from actors.orchestrator._recovery import stored_run_spec
+from actors.orchestrator.changes import Change
+from actors.orchestrator.spec import DURABILITY_MODES, OrchestratorStatistics, RunSpec
+from cluster.connect import ensure_connected
+from coordinators import ContextSnapshot, StateTransition, TransitionBatch
 
 __all__ = ["Orchestrator", "DEFAULT_MAX_PARALLEL", "HARD_MAX_PARALLEL", "actor_name"]
 
 S = TypeVar("S", bound=BaseModel)
-
-#: The parallel-handoff cap when none is set (or a value <= 0 is set).
-DEFAULT_MAX_PARALLEL = 4
-#: The ceiling ``set_max_parallel`` cannot exceed; larger values are clamped with a warning.
-#: Handoffs start LLM calls and tool invocations that are individually expensive, so
-#: unbounded fan-out is not a safe default for a runtime that composes third-party APIs.
-HARD_MAX_PARALLEL = 4
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _POLL_SECONDS = 10.0
 _UNAVAILABLE_RETRY_SECONDS = 120.0
@@ -151,7 +160,7 @@ class Orchestrator(Generic[S]):
 
     def _wait_ready(self) -> None:
         try:
-            ray.get(self._actor.version.remote())
+            ray.get(self._remote(OrchestratorActor.version).remote())
         except ray.exceptions.RayError as exc:
             raise translate_creation_error(exc, self._name) from None
 
@@ -167,7 +176,7 @@ class Orchestrator(Generic[S]):
         ensure_connected()
         if store is not None and token is None:
             token = stored_token(store, name)
-        handle = _lookup_live(name)
+        handle = lookup_live(name)
         if handle is None:
             if store is None:
                 raise OrchestratorNotFound(
@@ -181,9 +190,20 @@ class Orchestrator(Generic[S]):
                 raise OrchestratorNotFound(f"orchestrator {name!r} is no longer running; pass store=... to restart it") from None
             return cls._restart_from_store(name, store, durability, token)
 
+    @staticmethod
+    def list_live() -> list[str]:
+        """The names of the orchestrators alive on the connected cluster (started with ``name=``), sorted.
+
+        Connects first if nothing is connected, like the constructor. Attach one with
+        ``Orchestrator.attach(name)``; a run may close between the two calls
+        (``OrchestratorNotFound``).
+        """
+        ensure_connected()
+        return live_run_names()
+
     @classmethod
     def _wrap(cls, handle: Any, name: str, token: str | None) -> "Orchestrator[Any]":
-        info = ray.get(handle.describe.remote())
+        info = ray.get(getattr(handle, OrchestratorActor.describe.__name__).remote())
         self = cls.__new__(cls)
         self._init_handle(handle, name, token, caller=info["caller"], state_type=info["state_type"],
                           max_parallel=info["max_parallel"], semaphore_scope=info["semaphore_scope"], durable=True)
@@ -232,6 +252,7 @@ class Orchestrator(Generic[S]):
 
     @property
     def caller(self) -> Any:
+        """The ``ToolCaller`` this run hands off through (None without one)."""
         return self._caller
 
     @property
@@ -239,25 +260,9 @@ class Orchestrator(Generic[S]):
         return self._token is None
 
     @property
-    def semaphore_scope(self) -> str:
-        return self._semaphore_scope
-
-    @property
     def max_parallel(self) -> int:
         """The effective parallel-handoff cap: ``set_max_parallel`` normalised and clamped."""
         return effective_max_parallel(self._max_parallel)
-
-    @property
-    def requested_max_parallel(self) -> int:
-        return self._max_parallel
-
-    @property
-    def logger(self) -> logging.LoggerAdapter[logging.Logger]:
-        return self._logger
-
-    @property
-    def tracer(self) -> Any:
-        return self._tracer
 
     def handoff_settings(self) -> HandoffSettings:
         """What ``handoff``/``parallel_handoff`` need of this run, as one frozen value."""
@@ -279,24 +284,24 @@ class Orchestrator(Generic[S]):
     async def versioned_snapshot(self) -> tuple[int, S]:
         """``(version, state)`` read together, for compare-and-set loops."""
         started = time.perf_counter()
-        result = await self._call("snapshot")
+        result = await self._call(OrchestratorActor.snapshot)
         telemetry.record_snapshot(self._name, time.perf_counter() - started)  # the round trip callers wait for
         return result
 
     async def version(self) -> int:
-        return await self._call("version")
+        return await self._call(OrchestratorActor.version)
 
     async def context(self) -> ContextSnapshot:
         """A deeply immutable ``ContextSnapshot`` of the committed ``AgentState``."""
-        return await self._call("context")
+        return await self._call(OrchestratorActor.context)
 
     async def statistics(self) -> OrchestratorStatistics:
-        return await self._call("statistics")
+        return await self._call(OrchestratorActor.statistics)
 
     async def refresh_max_parallel(self) -> int:
         """Read the run's cap from the actor (another process may have changed it)."""
         try:
-            self._max_parallel = await asyncio.wait_for(self._actor.max_parallel.remote(), _CAP_READ_SECONDS)
+            self._max_parallel = await asyncio.wait_for(self._remote(OrchestratorActor.max_parallel).remote(), _CAP_READ_SECONDS)
         except (ray.exceptions.RayError, asyncio.TimeoutError):
             pass  # restarting or gone: keep the cached cap; the cluster semaphore still caps at 4
         return self.max_parallel
@@ -309,7 +314,7 @@ class Orchestrator(Generic[S]):
         last_version = since
         while True:
             try:
-                batch: list[Change] = await self._call("changes", cursor, last_version, _POLL_SECONDS)
+                batch: list[Change] = await self._call(OrchestratorActor.changes, cursor, last_version, _POLL_SECONDS)
             except OrchestratorClosed:
                 return
             for change in batch:
@@ -333,7 +338,7 @@ class Orchestrator(Generic[S]):
         if not callable(fn):
             raise TypeError(f"apply() takes a callable, got {type(fn).__name__}")
         self._require_owner("apply()")
-        return await self._call("apply_fn", self._token, _request_id(request_id), fn)
+        return await self._call(OrchestratorActor.apply_fn, self._token, _request_id(request_id), fn)
 
     async def apply_batch(
         self, batch: TransitionBatch | Iterable[StateTransition], *, expected_version: int | None = None,
@@ -353,18 +358,18 @@ class Orchestrator(Generic[S]):
         if expected_version is not None and (isinstance(expected_version, bool) or not isinstance(expected_version, int)):
             raise TypeError(f"expected_version must be an int or None, got {type(expected_version).__name__}")
         self._require_owner("apply_batch()")
-        return await self._call("apply_batch", self._token, _request_id(request_id), transitions, expected_version)
+        return await self._call(OrchestratorActor.apply_batch, self._token, _request_id(request_id), transitions, expected_version)
 
     # -------------------------------------------------------- managed agents
 
     async def agents(self) -> list[dict[str, Any]]:
         """Every managed agent of the run (subagent replicas, coordinators) as ``to_payload`` dicts."""
-        return await self._call("agents")
+        return await self._call(OrchestratorActor.agents)
 
     async def agent_handle(self, agent_id: str) -> Any:
         """The live actor handle of an agent; after a restart it is re-created from its stored
         record on first use (concurrent first uses create it once)."""
-        return await self._call("agent_handle", agent_id)
+        return await self._call(OrchestratorActor.agent_handle, agent_id)
 
     def set_max_parallel(self, n: int) -> None:
         """Set the parallel-handoff cap for every handle of this run.
@@ -375,7 +380,7 @@ class Orchestrator(Generic[S]):
         _check_max_parallel(n)
         self._require_owner("set_max_parallel()")
         # Waits for the actor, so every handle in every process sees the new cap from now on.
-        ray.get(self._actor.set_max_parallel.remote(self._token, n), timeout=60)
+        ray.get(self._remote(OrchestratorActor.set_max_parallel).remote(self._token, n), timeout=60)
         self._max_parallel = n
 
     def set_logger(self, logger: logging.Logger | None) -> None:
@@ -399,17 +404,17 @@ class Orchestrator(Generic[S]):
         untrack(self._name)
         release_idle_permits(self._semaphore_scope)
         try:
-            await self._call("close", self._token)
+            await self._call(OrchestratorActor.close, self._token)
         finally:
             ray.kill(self._actor, no_restart=True)
 
     async def _agent_created(self, agent_id: str, kind: str, config: Any, handle: Any) -> None:
         """Runtime bookkeeping (run loops): an actor of the run was (re-)created."""
-        await self._call("agent_created", agent_id, kind, config, handle)
+        await self._call(OrchestratorActor.agent_created, agent_id, kind, config, handle)
 
     async def _agent_changed(self, agent_id: str, lifecycle: str, last_error: str | None = None) -> None:
         """Runtime bookkeeping (run loops): an agent of the run changed lifecycle."""
-        await self._call("agent_changed", agent_id, lifecycle, last_error)
+        await self._call(OrchestratorActor.agent_changed, agent_id, lifecycle, last_error)
 
     # ------------------------------------------------------------- internals
 
@@ -422,12 +427,20 @@ class Orchestrator(Generic[S]):
                 "(it was shipped to another process or attached without the store)"
             )
 
-    async def _call(self, method: str, *args: Any) -> Any:
+    def _remote(self, method: Callable[..., Any]) -> Any:
+        """The actor's remote method for ``method``, a function of ``OrchestratorActor``
+        (named by reference, so a rename fails at import and type-check time, not at run time)."""
+        return getattr(self._actor, method.__name__)
+
+    async def _call(
+        self, method: Callable[Concatenate[OrchestratorActor, P], Awaitable[R]], *args: P.args, **kwargs: P.kwargs
+    ) -> R:
+        """Call ``method`` on the actor; actor-side errors arrive as their own type, a restart is retried."""
         deadline = asyncio.get_running_loop().time() + _UNAVAILABLE_RETRY_SECONDS
         delay = 0.05
         while True:
             try:
-                return await getattr(self._actor, method).remote(*args)
+                return await self._remote(method).remote(*args, **kwargs)
             except ray.exceptions.RayTaskError as exc:
                 cause = exc.cause if isinstance(exc.cause, BaseException) else None
                 if cause is None:
@@ -443,42 +456,12 @@ class Orchestrator(Generic[S]):
                 raise OrchestratorClosed(f"orchestrator {self._name!r} is not running: {exc.error_msg if hasattr(exc, 'error_msg') else exc}") from exc
 
 
-def _lookup_live(name: str, timeout: float = 30.0) -> Any:
-    """The named orchestrator actor, or None when no actor holds the name.
-
-    Right after the driver that created a (non-detached) run dies, the name can still resolve
-    while Ray has already dropped that job's actor class, and ``ray.get_actor`` fails with an
-    ``AssertionError`` from inside Ray. The actor is being torn down: look again until the
-    name is free (or the actor is usable), so ``attach(name, store=...)`` can restart the run.
-    """
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return ray.get_actor(actor_name(name), namespace=SOLOIST_NAMESPACE)
-        except ValueError:
-            return None
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise OrchestratorNotFound(
-                    f"orchestrator {name!r} belongs to a driver that exited and Ray has not released its name after "
-                    f"{timeout:.0f}s; try attach() again"
-                ) from None
-            time.sleep(0.1)
-
-
 def _request_id(request_id: str | None) -> str:
     if request_id is None:
         return uuid.uuid4().hex
     if not isinstance(request_id, str) or not request_id.strip():
         raise ValueError(f"request_id must be a non-empty string or None, got {request_id!r}")
     return request_id
-
-
-def effective_max_parallel(requested: int) -> int:
-    """``<= 0`` -> the default; above the hard ceiling -> the ceiling."""
-    if requested <= 0:
-        return DEFAULT_MAX_PARALLEL
-    return min(requested, HARD_MAX_PARALLEL)
 
 
 class _ComponentLogger(logging.LoggerAdapter):  # type: ignore[type-arg]

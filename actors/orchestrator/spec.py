@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
-from cluster.storage import open_store
 
-__all__ = ["Durability", "RunSpec", "OrchestratorStatistics", "DURABILITY_MODES"]
+from cluster.storage import Durability, open_store
 
-Durability = Literal["sync", "batch", "exit"]
-DURABILITY_MODES: tuple[str, ...] = ("sync", "batch", "exit")
+__all__ = ["RunSpec", "OrchestratorStatistics", "DURABILITY_MODES"]
+
+DURABILITY_MODES: tuple[str, ...] = get_args(Durability)
 
 
 class RunSpec(BaseModel):

@@ -14,11 +14,11 @@ from pydantic import BaseModel, ConfigDict
 
 from actors import Orchestrator, SkillRegistry
 from actors.builtin import CODE_SKILLS
+from actors.callers.composite import CompositeCaller
+from actors.callers.llm import LlmCaller
 from actors.run import RunEvent, RunLoop, RunOutcome
 from coordinators import AgentState, TransitionBatch
 from coordinators.builtin import DEFAULT_FIRST, default_coordinators
-from actors.callers.composite import CompositeCaller
-from actors.callers.llm import LlmCaller
 from coordinators.builtin.model import llm_coordinators
 
 __all__ = ["ExplorationRun", "code_skill_registry", "explore"]

@@ -14,14 +14,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
-from cluster.connect import connect
+
+from actors.callers.llm import LlmConfig, LlmConfigError
+from cluster.cli.bench import add_bench_command
 from cluster.cli.explore import explore
 from cluster.cli.report import LiveProgress, render_report
-from cluster.cli.bench import add_bench_command
-from actors.callers.llm import LlmConfig, LlmConfigError
-from cluster.metrics import serve_metrics
 from cluster.cli.status import collect_status, render_status
+from cluster.connect import connect
 from cluster.logs import configure_logging
+from cluster.metrics import serve_metrics
 
 __all__ = ["main", "build_parser"]
 

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 from rich.table import Table
-from cluster.storage import SqliteStore
-import ray
-from actors.orchestrator.facade import actor_name
-from cluster.connect import SOLOIST_NAMESPACE
+
+from actors import Orchestrator, OrchestratorClosed, OrchestratorNotFound
 from cluster.connect import connect
+from cluster.storage import SqliteStore
 
 __all__ = ["RunStatusRow", "StatusReport", "collect_status", "render_status"]
 
@@ -51,14 +51,14 @@ def _stored_runs(path: str) -> list[RunStatusRow]:
         store.close()
 
 
-def _live_runs() -> list[RunStatusRow]:
-    prefix = actor_name("")
+async def _live_runs() -> list[RunStatusRow]:
+    """Every live run, read through the public ``Orchestrator`` API (read-only handles)."""
     rows = []
-    for entry in ray.util.list_named_actors(all_namespaces=True):
-        if entry.get("namespace") != SOLOIST_NAMESPACE or not entry["name"].startswith(prefix):
-            continue
-        handle = ray.get_actor(entry["name"], namespace=SOLOIST_NAMESPACE)
-        stats = ray.get(handle.statistics.remote(), timeout=10)
+    for name in Orchestrator.list_live():
+        try:
+            stats = await Orchestrator.attach(name).statistics()
+        except (OrchestratorNotFound, OrchestratorClosed):
+            continue  # closed between the listing and the read
         rows.append(RunStatusRow(name=stats.name, source="live", version=stats.version, state_type=stats.state_type))
     return rows
 
@@ -69,7 +69,7 @@ def collect_status(*, store: str | None, address: str | None) -> StatusReport:
         runs += _stored_runs(store)
     if address is not None:
         connect(address)
-        runs += _live_runs()
+        runs += asyncio.run(_live_runs())
     return StatusReport(store=store, address=address, runs=runs)
 
 

@@ -33,10 +33,20 @@ from typing import Any, Literal
 
 import ray
 from prometheus_client import CollectorRegistry, start_http_server
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.exposition import generate_latest
 
-from cluster.metrics._collector import Aggregate, MetricsDelta, SeriesKey, collector_handle
+from cluster.metrics._collector import (
+    Aggregate,
+    MetricsDelta,
+    SeriesKey,
+    collector_handle,
+)
 
 __all__ = [
     "METRICS", "MetricSpec", "BUCKETS", "serve_metrics", "MetricsServer", "flush", "enable", "disable", "enabled",

@@ -21,7 +21,7 @@ from actors import AgentNotFound, coordinator_config
 from actors import AgentConfig, IllegalLifecycleTransition
 from actors import RunLoop, create_coordinator_actor
 from actors import pool_for
-from cluster.cli.status import collect_status
+from cluster.cli import collect_status
 from cluster.storage import SqliteStore
 from coordinators import AgentState, ContextSnapshot, CoordinatorResult, TransitionBatch
 
