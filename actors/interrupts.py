@@ -22,6 +22,7 @@ from actors.exceptions import InterruptAlreadyAnswered, InterruptNotFound, RunSt
 from coordinators import CoordinatorResult, StateTransition, TransitionBatch, TransitionType, thaw
 
 __all__ = [
+    "RUN_CONFIG_KEY",
     "RUN_RECORD_KEY",
     "ApprovalRequest",
     "Interrupt",
@@ -39,6 +40,8 @@ __all__ = [
 
 #: Where the run record lives in ``AgentState.conversation_state``.
 RUN_RECORD_KEY = "soloist.run"
+#: Where ``Run`` stores, once, what ``Run.restore`` needs (settings, pickled coordinators).
+RUN_CONFIG_KEY = "soloist.run.config"
 _REQUESTS_KEY = "soloist.approval"
 
 #: ``running``: a driver is (or was, until it died) moving the run on; ``waiting``: stopped

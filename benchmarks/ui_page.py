@@ -27,8 +27,7 @@ from pydantic import BaseModel
 
 from actors import Call, Orchestrator, Run, SkillRegistry, ask_approval, parallel_handoff
 from cluster import connect
-from cluster.cli_ui import RunSource, UiServer
-from cluster.cli_ui.browser import headless_chromium
+from cluster.cli.ui import RunSource, UiServer, headless_chromium
 from coordinators import AgentState, ContextSnapshot, CoordinatorResult, TransitionBatch
 
 VERSIONS = 10_000

@@ -18,7 +18,7 @@ from .base import (
     StoreStatistics,
 )
 from .diff import apply_diff, diff_states
-from .errors import (
+from .exceptions import (
     DuplicateRequest,
     JournalGap,
     RunExists,
@@ -31,6 +31,7 @@ from .errors import (
     StoreWriteFailed,
     VersionCompacted,
 )
+from .gc import FINISHED_STATUSES, GcReport, finished_runs, parse_age, remove_finished_runs
 from .memory import MemoryStore
 from .sqlite import SCHEMA_VERSION, SqliteStore
 
@@ -56,6 +57,11 @@ __all__ = [
     "StoreStatistics",
     "StoreWriteFailed",
     "VersionCompacted",
+    "FINISHED_STATUSES",
+    "GcReport",
+    "finished_runs",
+    "parse_age",
+    "remove_finished_runs",
     "apply_diff",
     "diff_states",
     "open_store",

@@ -21,7 +21,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from ._schema import SCHEMA_VERSION, open_connection, open_writer, translate, validate_file
+from ._schema import (
+    SCHEMA_VERSION,
+    open_connection,
+    open_writer,
+    translate,
+    validate_file,
+)
 from ._writer import GroupCommitWriter
 from .base import (
     KEEP_CHECKPOINTS,
@@ -35,7 +41,15 @@ from .base import (
     check_tail,
     dump_json,
 )
-from .errors import JournalGap, RunExists, RunNotFound, StoreClosed, StoreCorrupted, StoreReadOnly, VersionCompacted
+from .exceptions import (
+    JournalGap,
+    RunExists,
+    RunNotFound,
+    StoreClosed,
+    StoreCorrupted,
+    StoreReadOnly,
+    VersionCompacted,
+)
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
 

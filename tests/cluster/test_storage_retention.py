@@ -16,6 +16,8 @@ from cluster.storage import (
     SqliteStore,
     Store,
     VersionCompacted,
+    parse_age,
+    remove_finished_runs,
 )
 
 
@@ -86,3 +88,28 @@ def test_update_run_metadata_merges_and_survives(store: Store) -> None:
     store.update_run_metadata("run", {"status": "complete"})
     info = store.get_run("run")
     assert info is not None and info.metadata == {"a": 1, "status": "complete"}
+
+
+def test_gc_removes_only_runs_finished_long_enough_ago(store: Store) -> None:
+    now = 1_000_000.0
+    for name, meta in {
+        "old-done": {"status": "complete", "finished_at": now - 8 * 86_400},
+        "new-done": {"status": "stopped", "finished_at": now - 3600},
+        "waiting": {"status": "waiting", "updated_at": now - 30 * 86_400},
+        "plain": {},
+    }.items():
+        store.create_run(_info(name), {"n": 0})
+        if meta:
+            store.update_run_metadata(name, meta)
+    dry = remove_finished_runs(store, 7 * 86_400, dry_run=True, now=now)
+    assert dry.removed == ("old-done",) and store.get_run("old-done") is not None
+    report = remove_finished_runs(store, 7 * 86_400, now=now)
+    assert report.removed == ("old-done",)
+    assert sorted(report.kept) == ["new-done", "plain", "waiting"]
+    assert store.get_run("old-done") is None
+
+
+def test_ages_parse_with_units_and_bad_ones_say_what_is_expected() -> None:
+    assert [parse_age(t) for t in ("7d", "12h", "30m", "45s", "2w", "10")] == [604_800, 43_200, 1_800, 45, 1_209_600, 10]
+    with pytest.raises(ValueError, match="such as 7d"):
+        parse_age("seven days")

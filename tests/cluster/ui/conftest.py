@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from cluster.cli_ui.browser import headless_chromium
+from cluster.cli.ui import headless_chromium
 
 
 @pytest.fixture(scope="module")

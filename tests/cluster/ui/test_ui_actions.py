@@ -14,7 +14,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from actors import Orchestrator, OrchestratorNotFound, Run
-from cluster.cli_ui import RunSource, UiServer
+from cluster.cli.ui import RunSource, UiServer
 from coordinators import AgentState, TransitionBatch
 from tests.actors.run_fixtures import counts, skill_registry, three
 

@@ -12,7 +12,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from actors import Orchestrator
-from cluster.cli_ui import RunSource, UiServer
+from cluster.cli.ui import RunSource, UiServer
 from coordinators import AgentState, TransitionBatch
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.cli_ui import TOKEN_ENV, ActionsDisabled, BadToken, CrossSiteRequest, UnsafeBind
-from cluster.cli_ui.security import Guard, check_bind
+from cluster.cli.ui import TOKEN_ENV, ActionsDisabled, BadToken, CrossSiteRequest, Guard, UnsafeBind, check_bind
 
 
 def _headers(guard: Guard, **extra: str) -> dict[str, str]:

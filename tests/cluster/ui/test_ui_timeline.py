@@ -5,7 +5,14 @@ from __future__ import annotations
 import json
 
 from actors import Change
-from cluster.cli_ui.timeline import MAX_DATA_CHARS, MAX_TRANSITIONS, entry_from_change, entry_from_journal, reasoning_trail, run_status
+from cluster.cli.ui import (
+    MAX_DATA_CHARS,
+    MAX_TRANSITIONS,
+    entry_from_change,
+    entry_from_journal,
+    reasoning_trail,
+    run_status,
+)
 from coordinators import TransitionBatch
 
 
