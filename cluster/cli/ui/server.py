@@ -44,6 +44,7 @@ class UiServer:
         except OSError as exc:
             self._sock.close()
             raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; pick another --port") from None
+        self._sock.listen(128)  # connections wait in the backlog until the server runs
         self.host = host
         self.port: int = self._sock.getsockname()[1]
         self.guard = Guard(host=host, port=self.port, allow_actions=allow_actions, token=token)
@@ -69,12 +70,10 @@ class UiServer:
 
     def serve_forever(self) -> None:
         """Serve in this thread until interrupted (Ctrl-C)."""
-        self._sock.listen(128)
         asyncio.run(self._server.serve(sockets=[self._sock]))
 
     def start(self, timeout: float = 30.0) -> "UiServer":
         """Serve from a background thread; returns once the server accepts connections."""
-        self._sock.listen(128)
         self._thread = threading.Thread(target=lambda: asyncio.run(self._server.serve(sockets=[self._sock])),
                                         name="soloist-ui", daemon=True)
         self._thread.start()

@@ -87,6 +87,7 @@ async def test_run_page_updates_its_version_while_applies_happen_without_reload(
 
 def _open_state(driver: Any) -> None:
     """Open every branch of the state tree (as a reader would, click by click)."""
+    wait_until(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#state[data-version]"), "state shown")
     driver.execute_script(
         "for (let i = 0; i < 5; i++) document.querySelectorAll('#state details').forEach(d => { if (!d.open) d.open = true; });")
     wait_until(driver, lambda d: d.execute_script("return [...document.querySelectorAll('#state details')].every(d => d.open)"),

@@ -241,7 +241,9 @@ class RunPage {
     const detail = await getJson("/api/state?" + new URLSearchParams({ name: this.name }));
     if (detail.version !== this.stateVersion) {
       this.stateVersion = detail.version;
-      renderState(document.getElementById("state"), detail.state, detail.state_note);
+      const container = document.getElementById("state");
+      renderState(container, detail.state, detail.state_note);
+      container.setAttribute("data-version", String(detail.version));
     }
   }
 
