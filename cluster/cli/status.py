@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+from ray.exceptions import RayError
 from rich.console import Console
 from rich.table import Table
 
@@ -26,6 +27,8 @@ class RunStatusRow(BaseModel):
     version: int
     state_type: str
     agents: list[dict[str, Any]] = Field(default_factory=list)
+    error: str | None = None
+    """Why a live run could not be read (e.g. its state or caller class is not importable here)."""
 
 
 class StatusReport(BaseModel):
@@ -59,6 +62,9 @@ async def _live_runs() -> list[RunStatusRow]:
             stats = await Orchestrator.attach(name).statistics()
         except (OrchestratorNotFound, OrchestratorClosed):
             continue  # closed between the listing and the read
+        except (RayError, ImportError) as exc:  # attaching loads the run's classes; report what failed
+            rows.append(RunStatusRow(name=name, source="live", version=-1, state_type="?", error=f"{type(exc).__name__}: {exc}"))
+            continue
         rows.append(RunStatusRow(name=stats.name, source="live", version=stats.version, state_type=stats.state_type))
     return rows
 
@@ -82,5 +88,7 @@ def render_status(console: Console, report: StatusReport) -> None:
         table.add_column(col)
     for r in report.runs:
         agents = ", ".join(f"{a['agent_id']} ({a.get('lifecycle') or '?'})" for a in r.agents) or "-"
+        if r.error is not None:
+            agents = f"cannot read: {r.error}"
         table.add_row(r.name, r.source, str(r.version), r.state_type, agents)
     console.print(table)
