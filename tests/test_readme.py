@@ -48,11 +48,14 @@ def _section_block(heading: str) -> str:
 
 
 @pytest.mark.ray
-def test_the_write_your_own_run_example_runs_and_prints_what_it_says(tmp_path: Path):
+def test_the_write_your_own_run_example_runs_and_prints_what_it_says(ray_session, tmp_path: Path):
+    import ray
+
     script = tmp_path / "own_run.py"
     script.write_text(_section_block("## Write your own run"))
-    env = {**os.environ, "PYTHONPATH": str(README.parent), "RAY_USAGE_STATS_ENABLED": "0"}
-    env.pop("RAY_ADDRESS", None)
+    # joins the session's Ray through RAY_ADDRESS, as `connect()` does on a machine with a running cluster
+    env = {**os.environ, "PYTHONPATH": str(README.parent), "RAY_USAGE_STATS_ENABLED": "0",
+           "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.splitlines()
