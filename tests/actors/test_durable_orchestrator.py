@@ -180,7 +180,7 @@ async def test_exit_durability_writes_nothing_until_close_then_everything(tmp_pa
 
 async def test_checkpoints_compact_the_journal_and_recovery_loads_checkpoint_plus_tail(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
-    orch = Orchestrator(Counter(), name="ckpt", store=path, checkpoint_every=10)
+    orch = Orchestrator(Counter(), name="ckpt", store=path, checkpoint_every=10, keep_versions=1)
     try:
         for i in range(35):
             await orch.apply(lambda s, i=i: s.log.append(str(i)))
@@ -192,7 +192,10 @@ async def test_checkpoints_compact_the_journal_and_recovery_loads_checkpoint_plu
         assert (checkpoint, first, last) == (30, 31, 35)
         store = SqliteStore(path)
         try:
-            assert store.statistics().journal_rows == 5  # versions <= 30 were compacted
+            # keep_versions=1: at the checkpoint of version 30 the oldest
+            # version to keep was 29, rebuilt from checkpoint 20 plus its tail: rows 21..35 remain.
+            stats = store.statistics()
+            assert (stats.journal_rows, stats.checkpoints) == (15, 2)
         finally:
             store.close()
         await _kill_worker(orch)
