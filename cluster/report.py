@@ -13,7 +13,7 @@ from rich.text import Text
 from actors.run_loop import RunEvent
 from cluster.jobs import ExplorationRun
 
-__all__ = ["LiveProgress", "render_report"]
+__all__ = ["LiveProgress", "render_report", "timing_line"]
 
 
 class LiveProgress:
@@ -158,5 +158,17 @@ def render_report(console: Console, run: ExplorationRun) -> None:
         console.print(table)
     console.print(
         f"[dim]run {run.run}: {outcome.turns} turns, {outcome.handoffs} handoffs "
-        f"({outcome.handoff_errors} failed), version {outcome.version}, {outcome.wall_seconds:.1f}s[/]"
+        f"({outcome.handoff_errors} failed), version {outcome.version}[/]"
     )
+    console.print(f"[dim]{timing_line(run)}[/]")
+
+
+def timing_line(run: ExplorationRun) -> str:
+    """Start-up and run times, and how the run reached Ray (the report's last line)."""
+    how = {
+        "embedded": "started an embedded Ray (run `soloist up` once to skip this)",
+        "soloist up": f"joined the local cluster of `soloist up` at {run.cluster_address}",
+        "address": f"joined {run.cluster_address}",
+    }.get(run.cluster or "", "")
+    startup = f"start-up {run.startup_seconds:.1f}s" if run.startup_seconds is not None else "start-up not measured"
+    return f"{startup}, run {run.outcome.wall_seconds:.1f}s" + (f"; {how}" if how else "")
