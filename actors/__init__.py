@@ -4,6 +4,7 @@ from actors.changes import Change
 from actors.composite_caller import AmbiguousTool, CompositeCaller, UnknownTool
 from actors.exceptions import (
     AgentNotFound,
+    NotPicklable,
     CallerFailed,
     DecodingError,
     EmptySkill,
@@ -67,4 +68,5 @@ __all__ = [
     "DecodingError",
     "IllegalLifecycleTransition",
     "AgentNotFound",
+    "NotPicklable",
 ]

@@ -23,6 +23,7 @@ __all__ = [
     "DecodingError",
     "IllegalLifecycleTransition",
     "AgentNotFound",
+    "NotPicklable",
 ]
 
 
@@ -137,3 +138,12 @@ class IllegalLifecycleTransition(RuntimeError):
 
 class AgentNotFound(LookupError):
     """Raised by ``Orchestrator.agent_handle`` when the run has no agent with that id."""
+
+
+class NotPicklable(TypeError):
+    """Raised when an initial state, a caller or a skill cannot be pickled to travel to the
+    cluster (``Orchestrator(...)``, ``SkillRegistry.register``).
+
+    The message is one sentence naming the object that holds the unpicklable value and the
+    fix: define the class or function at module level, or don't capture the value.
+    """

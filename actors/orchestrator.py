@@ -21,9 +21,10 @@ from pydantic import BaseModel
 
 from actors import _telemetry
 from actors._json_clean import json_round_trip
+from actors._pickle_check import explain_unpicklable
 from actors._launch import actor_name, prepare_store, start_actor, stored_token, translate_creation_error
 from actors.changes import Change
-from actors.exceptions import OrchestratorClosed, OrchestratorNotFound, WriteRefused
+from actors.exceptions import NotPicklable, OrchestratorClosed, OrchestratorNotFound, WriteRefused
 from actors.spec import DURABILITY_MODES, OrchestratorStatistics, RunSpec
 from cluster.connect import SOLOIST_NAMESPACE, ensure_connected
 from coordinators import ContextSnapshot, StateTransition, TransitionBatch
@@ -62,6 +63,17 @@ def _check_max_parallel(n: Any) -> int:
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError(f"max_parallel must be an int, got {type(n).__name__}")
     return n
+
+
+def _explain_pickling_failure(exc: BaseException, *, initial: BaseModel, caller: Any) -> None:
+    """Raise ``NotPicklable`` naming what cannot travel to the orchestrator actor, if that is
+    why starting it failed; return (and let ``exc`` propagate) otherwise."""
+    for value, role in ((initial, "the initial state"), (caller, "the caller")):
+        if value is None:
+            continue
+        message = explain_unpicklable(value, role)
+        if message is not None:
+            raise NotPicklable(message) from exc
 
 
 class Orchestrator(Generic[S]):
@@ -113,7 +125,11 @@ class Orchestrator(Generic[S]):
             semaphore_scope=semaphore_scope or f"orch:{run_name}",
             checkpoint_every=checkpoint_every,
         )
-        handle = start_actor(spec, detached=detached)
+        try:
+            handle = start_actor(spec, detached=detached)
+        except Exception as exc:  # Ray could not pickle the spec: name the culprit, or re-raise as is
+            _explain_pickling_failure(exc, initial=initial, caller=caller)
+            raise
         self._init_handle(handle, spec.name, spec.token, caller=caller, state_type=type(initial),
                           max_parallel=max_parallel, semaphore_scope=spec.semaphore_scope, durable=store_spec is not None)
         self._wait_ready()
