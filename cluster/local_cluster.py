@@ -221,14 +221,24 @@ def _alive(pid: int) -> bool:
 
 
 def joinable() -> LocalCluster | None:
-    """The live cluster ``soloist up`` started, ready to join: with token authentication on,
-    this process is switched to it (``RAY_AUTH_MODE=token``) unless the user chose a mode."""
+    """The live cluster ``soloist up`` started, ready to join: when it requires Ray's token,
+    this process is switched to token authentication (unless ``RAY_AUTH_MODE`` is set)."""
     record = local_cluster()
     if record is None or record.status != "live":
         return None
-    if record.token_auth:
-        os.environ.setdefault("RAY_AUTH_MODE", "token")
+    if record.token_auth and "RAY_AUTH_MODE" not in os.environ:
+        _use_token_auth()
     return record
+
+
+def _use_token_auth() -> None:
+    """Switch this process to Ray's token authentication, as ``ray.init()`` does by itself for
+    a cluster it finds with ``address="auto"`` (but not for one given by address)."""
+    try:
+        from ray._private.authentication.authentication_token_setup import maybe_enable_token_auth_if_token_available
+    except ImportError:  # a Ray without token authentication: nothing to switch on
+        return
+    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
 
 
 def stop_local_cluster(*, timeout: float = 60.0) -> LocalCluster | None:
