@@ -390,7 +390,9 @@ def _answer(graph: _Graph, symbol: str, max_importers: int) -> SymbolImporters:
         homes = {d.module for d in definitions}
         holder_map = _holders(graph, homes, name)
         target: str | None = name
-        needles = [name, *(m.rsplit(".", 1)[-1] for m in homes | set(holder_map))]
+        # a file that imports it names it, names its module, or star-imports (from a holder);
+        # a holder itself is only imported for the name (``from H import X``, ``H.X``)
+        needles = [name, "import *", *(m.rsplit(".", 1)[-1] for m in homes)]
     else:
         modules = _modules_named(graph, symbol)
         if not modules:

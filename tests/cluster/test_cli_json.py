@@ -63,3 +63,22 @@ def test_json_stdout_parses_while_every_worker_prints_warnings(package: Path, tm
     assert {(i["importer"], i["ref"]) for i in summary["importers"]} == {("tiny", "__init__.py:1"), ("tiny.use", "use.py:1")}
     assert "WARNING: noise a worker printed on stdout" in result.stderr  # moved to stderr, not lost
     assert "noise" not in result.stdout
+
+
+def test_while_stdout_is_reserved_anything_written_to_fd_1_goes_to_stderr(tmp_path: Path) -> None:
+    script = textwrap.dedent('''\
+        import os, subprocess, sys
+        from cluster.json_stdout import stdout_reserved
+        print("before", flush=True)
+        with stdout_reserved() as reserved:
+            os.write(1, b"raw fd 1\\n")
+            print("python print")
+            subprocess.run([sys.executable, "-c", "print('a child process')"], check=True)
+            reserved.write_document('{"ok": true}')
+        print("after", flush=True)
+        ''')
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == 'before\n{"ok": true}\nafter\n'
+    assert result.stderr.split() == ["raw", "fd", "1", "python", "print", "a", "child", "process"]
