@@ -1,7 +1,7 @@
 """What runs inside Ray: the single-writer orchestrator, subagents, handoffs, managed agents."""
 
-from actors.changes import Change
-from actors.composite_caller import AmbiguousTool, CompositeCaller, UnknownTool
+from actors.orchestrator.changes import Change
+from actors.callers.composite import AmbiguousTool, CompositeCaller, UnknownTool
 from actors.exceptions import (
     AgentNotFound,
     NotPicklable,
@@ -19,14 +19,18 @@ from actors.exceptions import (
     VersionConflict,
     WriteRefused,
 )
-from actors.handoff import Call, Result, handoff, parallel_handoff
-from actors.llm import LlmCaller, LlmConfig, tool_call_transitions
-from actors.managed import ManagedAgent, to_payload, to_stored_record
-from actors.mcp_caller import McpServer, McpToolCaller
-from actors.orchestrator import DEFAULT_MAX_PARALLEL, HARD_MAX_PARALLEL, Orchestrator
-from actors.orchestrator_caller import OrchestratorCaller
-from actors.skills import SkillRegistrationError, SkillRegistry
-from actors.tools import TextContent, ToolCaller, ToolCallResult
+from actors.handoffs.api import Call, Result, handoff, parallel_handoff
+from actors.callers.llm import LlmCaller, LlmConfig, tool_call_transitions
+from actors.agents.coordinator_host import coordinator_config, create_coordinator_actor
+from actors.agents.managed import AgentConfig, ManagedAgent, to_payload, to_stored_record
+from actors.callers.mcp import McpServer, McpToolCaller
+from actors.handoffs.pools import pool_for
+from actors.orchestrator._json_clean import NotJsonClean
+from actors.orchestrator.facade import DEFAULT_MAX_PARALLEL, HARD_MAX_PARALLEL, Orchestrator, actor_name
+from actors.run import RunEvent, RunLoop, RunOutcome
+from actors.callers.nested import OrchestratorCaller
+from actors.callers.skills import SkillRegistrationError, SkillRegistry
+from actors.callers.protocol import TextContent, ToolCaller, ToolCallResult
 
 __all__ = [
     "Orchestrator",
@@ -69,4 +73,13 @@ __all__ = [
     "IllegalLifecycleTransition",
     "AgentNotFound",
     "NotPicklable",
+    "NotJsonClean",
+    "AgentConfig",
+    "create_coordinator_actor",
+    "coordinator_config",
+    "pool_for",
+    "actor_name",
+    "RunLoop",
+    "RunEvent",
+    "RunOutcome",
 ]

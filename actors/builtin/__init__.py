@@ -1,5 +1,32 @@
-"""The tools of the built-in exploration: skills the built-in coordinators call."""
+"""The tools of the built-in code exploration: the read-only code skills (``code_skills``)
+the import-graph search (``importers``: who imports a name, to closure) and the file-system
+guard they go through (``fs_guard``). Mirrors ``coordinators.builtin``.
 
+Exported here because the command line's exploration job, the tests and the benchmarks use
+them as a library: the skills and their input/output models, and the guard's path rules.
+"""
+
+from actors.builtin.code_skills import (
+    CODE_SKILLS,
+    ExcerptInput,
+    ExcerptOutput,
+    FileFact,
+    Hit,
+    ImportEdge,
+    ImportsInput,
+    ImportsOutput,
+    PathOutsideRoot,
+    SearchInput,
+    SearchOutput,
+    SkippedFile,
+    TreeInput,
+    TreeOutput,
+    list_tree,
+    python_imports,
+    read_excerpt,
+    resolve_inside,
+    search_code,
+)
 from actors.builtin.importers import (
     Definition,
     FoundImporter,
@@ -9,13 +36,62 @@ from actors.builtin.importers import (
     SymbolImporters,
     find_importers,
 )
+from actors.builtin.fs_guard import (
+    ALWAYS_SKIP,
+    BINARY_SNIFF_BYTES,
+    IgnoreRule,
+    WalkEntry,
+    Walker,
+    glob_to_regex,
+    is_binary_file,
+    is_ignored,
+    module_name,
+    parse_gitignore,
+    read_text_file,
+    read_text_inside,
+    real_root,
+    rel_posix,
+)
 
 __all__ = [
+    "CODE_SKILLS",
+    "ExcerptInput",
+    "ExcerptOutput",
+    "FileFact",
+    "Hit",
+    "ImportEdge",
+    "ImportsInput",
+    "ImportsOutput",
+    "PathOutsideRoot",
+    "SearchInput",
+    "SearchOutput",
+    "SkippedFile",
+    "TreeInput",
+    "TreeOutput",
+    "list_tree",
+    "python_imports",
+    "read_excerpt",
+    "resolve_inside",
+    "search_code",
+    "find_importers",
     "Definition",
     "FoundImporter",
     "ImportersInput",
     "ImportersOutput",
     "Reexport",
     "SymbolImporters",
-    "find_importers",
+    "ALWAYS_SKIP",
+    "BINARY_SNIFF_BYTES",
+    "IgnoreRule",
+    "WalkEntry",
+    "Walker",
+    "glob_to_regex",
+    "is_binary_file",
+    "is_ignored",
+    "module_name",
+    "parse_gitignore",
+    "read_text_file",
+    "read_text_inside",
+    "real_root",
+    "rel_posix",
 ]

@@ -29,7 +29,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from actors._fs import Walker, module_name, read_text_inside, real_root
+from actors.builtin.fs_guard import Walker, module_name, read_text_inside, real_root
 
 __all__ = [
     "Definition",

@@ -18,7 +18,7 @@ from .base import (
     StoreStatistics,
 )
 from .diff import apply_diff, diff_states
-from .errors import (
+from .exceptions import (
     DuplicateRequest,
     JournalGap,
     RunExists,

@@ -15,7 +15,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import DuplicateRequest, JournalGap
+from .exceptions import DuplicateRequest, JournalGap
 
 Durability = Literal["sync", "batch", "exit"]
 """``sync``: the orchestrator waits for each append to be durable before the next write.

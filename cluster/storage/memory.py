@@ -25,7 +25,7 @@ from .base import (
     check_tail,
     dump_json,
 )
-from .errors import JournalGap, RunExists, RunNotFound, StoreClosed, StoreError
+from .exceptions import JournalGap, RunExists, RunNotFound, StoreClosed, StoreError
 
 
 @dataclass

@@ -35,7 +35,7 @@ from .base import (
     check_tail,
     dump_json,
 )
-from .errors import JournalGap, RunExists, RunNotFound, StoreClosed, StoreCorrupted, StoreReadOnly
+from .exceptions import JournalGap, RunExists, RunNotFound, StoreClosed, StoreCorrupted, StoreReadOnly
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
 

@@ -17,11 +17,11 @@ import pytest
 from pydantic import BaseModel
 
 from actors import Orchestrator, SkillRegistry, handoff
-from actors._agents import AgentNotFound, pickled_extra
-from actors.managed import AgentConfig, IllegalLifecycleTransition
-from actors.run_loop import RunLoop, create_coordinator_actor
-from actors.subagents import pool_for
-from cluster.status import collect_status
+from actors import AgentNotFound, coordinator_config
+from actors import AgentConfig, IllegalLifecycleTransition
+from actors import RunLoop, create_coordinator_actor
+from actors import pool_for
+from cluster.cli.status import collect_status
 from cluster.storage import SqliteStore
 from coordinators import AgentState, ContextSnapshot, CoordinatorResult, TransitionBatch
 
@@ -68,7 +68,7 @@ async def test_agent_state_events_follow_store_writes_in_change_order(tmp_path: 
     store = SqliteStore(path)
     try:
         handle = create_coordinator_actor(Finisher())
-        config = AgentConfig(extra={"coordinator": pickled_extra(Finisher())})
+        config = coordinator_config(Finisher())
         listener = asyncio.ensure_future(_agent_events(orch, 6))
         await orch._agent_created("coordinator:a", "coordinator", config, handle)  # initializing, idle
         await orch._agent_changed("coordinator:a", "running")
@@ -163,7 +163,7 @@ async def test_after_a_crash_agents_are_recreated_lazily_once_from_their_records
     path = tmp_path / "s.db"
     orch = Orchestrator(AgentState(), name="lazy", store=path)
     try:
-        config = AgentConfig(extra={"coordinator": pickled_extra(Finisher())})
+        config = coordinator_config(Finisher())
         await orch._agent_created("coordinator:f", "coordinator", config, create_coordinator_actor(Finisher()))
         await _kill_worker(orch)
         after_restart = await orch.version()  # waits out the restart

@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from actors.mcp_caller import McpCallTimeout, McpServer, McpServerGone, McpToolCaller, close_sessions
+from actors.callers.mcp import McpCallTimeout, McpServer, McpServerGone, McpToolCaller, close_sessions
 from tests.actors.servers.launch import HttpServer, stdio_server
 
 TOOLS = ["add", "fail", "pid", "slow", "work"]

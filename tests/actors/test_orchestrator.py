@@ -10,7 +10,7 @@ import ray
 from pydantic import BaseModel, ValidationError
 
 from actors import Change, Orchestrator, VersionConflict, WriteRefused
-from actors.exceptions import OrchestratorNotFound
+from actors import OrchestratorNotFound
 from coordinators import AgentState, ContextSnapshot, TransitionBatch, TransitionError
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
@@ -182,7 +182,7 @@ class _Intruder:
     """Plays a subagent that finds a named orchestrator and tries to write to it."""
 
     async def try_write(self, name: str) -> str:
-        from actors.orchestrator import actor_name
+        from actors import actor_name
         from cluster.connect import SOLOIST_NAMESPACE
 
         handle = ray.get_actor(actor_name(name), namespace=SOLOIST_NAMESPACE)

@@ -9,7 +9,7 @@ import pytest
 import ray
 
 from actors import Orchestrator
-from actors.run_loop import RunEvent, RunLoop
+from actors import RunEvent, RunLoop
 from coordinators import AgentState, ContextSnapshot, CoordinatorResult, TransitionBatch
 from tests.actors._peak import SleepIn, new_counter, sleepy_registry
 

@@ -68,7 +68,7 @@ def test_json_stdout_parses_while_every_worker_prints_warnings(package: Path, tm
 def test_while_stdout_is_reserved_anything_written_to_fd_1_goes_to_stderr(tmp_path: Path) -> None:
     script = textwrap.dedent('''\
         import os, subprocess, sys
-        from cluster.json_stdout import stdout_reserved
+        from cluster.cli import stdout_reserved
         print("before", flush=True)
         with stdout_reserved() as reserved:
             os.write(1, b"raw fd 1\\n")

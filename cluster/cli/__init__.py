@@ -1,0 +1,12 @@
+"""The ``soloist`` command line: the application shell on top of ``actors``.
+
+The only part of ``cluster`` that imports ``actors`` and the built-in exploration:
+``main`` (argument parsing and dispatch), ``explore`` (the built-in exploration job),
+``report`` and ``status`` (rendering), ``bench`` (the benchmark command), and
+``stdout_reserved`` (stdout kept for one JSON document, everything else moved to stderr).
+"""
+
+from cluster.cli.json_stdout import stdout_reserved
+from cluster.cli.main import build_parser, main
+
+__all__ = ["main", "build_parser", "stdout_reserved"]

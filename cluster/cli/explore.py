@@ -1,0 +1,97 @@
+"""The main job: a multi-agent exploration run over a code base (``soloist run``).
+
+Wires the four built-in coordinators, the code skills and one orchestrator together and
+drives them with the run loop. Library code, so the command line stays a thin shell.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from actors import Orchestrator, SkillRegistry
+from actors.builtin import CODE_SKILLS
+from actors.run import RunEvent, RunLoop, RunOutcome
+from coordinators import AgentState, TransitionBatch
+from coordinators.builtin import DEFAULT_FIRST, default_coordinators
+from actors.callers.composite import CompositeCaller
+from actors.callers.llm import LlmCaller
+from coordinators.builtin.model import llm_coordinators
+
+__all__ = ["ExplorationRun", "code_skill_registry", "explore"]
+
+
+class ExplorationRun(BaseModel):
+    """A finished exploration: which run it was and how it ended."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run: str
+    task: str
+    root: str
+    store: str | None
+    outcome: RunOutcome
+    startup_seconds: float | None = None
+    """From the command's start to a connected Ray (set by the command line)."""
+    cluster: str | None = None
+    """How the run reached Ray: "embedded", "soloist up" (joined that cluster) or "address"."""
+    cluster_address: str | None = None
+
+
+def code_skill_registry(*, replicas: int = 4) -> SkillRegistry:
+    """A registry serving ``search_code``, ``list_tree``, ``read_excerpt`` and ``python_imports``."""
+    skills = SkillRegistry(replicas=replicas)
+    for name, fn in CODE_SKILLS.items():
+        skills.register(name, fn)
+    return skills
+
+
+async def explore(
+    task: str,
+    root: str | os.PathLike[str],
+    *,
+    name: str | None = None,
+    store: str | None = None,
+    durability: str = "sync",
+    max_turns: int = 40,
+    max_parallel: int = 4,
+    on_event: Callable[[RunEvent], None] | None = None,
+    on_start: Callable[[Orchestrator[Any]], None] | None = None,
+    llm: Any = None,
+) -> ExplorationRun:
+    """Explore ``root`` for ``task`` with the built-in coordinators; return how it ended.
+
+    With ``llm`` (an ``actors.callers.llm.LlmConfig``) the model classifies the task and narrates the
+    summary (``coordinators.builtin.model``); without it the run is fully offline.
+    """
+    if not isinstance(task, str) or not task.strip():
+        raise ValueError("the task must be a non-empty string, e.g. \"where is `connect` defined?\"")
+    real_root = os.path.realpath(os.fspath(root))
+    if not os.path.isdir(real_root):
+        raise ValueError(f"--root {os.fspath(root)!r} is not a directory")
+    caller: Any = code_skill_registry()
+    if llm is not None:
+        caller = CompositeCaller(caller, LlmCaller(llm))
+    orch = Orchestrator(AgentState(), caller=caller, name=name, store=store,
+                        durability=durability, max_parallel=max_parallel)
+    if on_start is not None:
+        on_start(orch)
+    try:
+        await orch.apply_batch(
+            TransitionBatch()
+            .update_state("root", real_root)
+            .add_message({"role": "user", "content": task})
+        )
+        if llm is not None:
+            coordinators = {c.name: c for c in llm_coordinators()}
+        else:
+            coordinators = {c.name: c for c in default_coordinators()}
+        loop = RunLoop(orch, coordinators, first=DEFAULT_FIRST, fallback="coordination", safety="safety",
+                       max_turns=max_turns, on_event=on_event)
+        outcome = await loop.run(task)
+    finally:
+        await orch.close()
+    return ExplorationRun(run=orch.name, task=task, root=real_root, store=store, outcome=outcome)

@@ -1,0 +1,253 @@
+"""``soloist``: the command line, a thin shell over the library.
+
+Exit codes: 0 the run completed, 1 it failed or stopped early (the reason is printed),
+2 bad arguments, 130 interrupted (Ctrl-C: in-flight handoffs are cancelled first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import ray
+from rich.console import Console
+
+from cluster.cli.json_stdout import stdout_reserved
+from cluster.connect import connect
+from cluster.local_cluster import joinable, local_cluster, record_path, start_local_cluster, stop_local_cluster
+from cluster.cli.explore import explore
+from cluster.cli.report import LiveProgress, render_report
+from cluster.cli.bench import add_bench_command
+from actors.callers.llm import LlmConfig, LlmConfigError
+from cluster.metrics import serve_metrics
+from cluster.cli.status import collect_status, render_status
+from cluster.logs import configure_logging
+
+__all__ = ["main", "build_parser"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+#: ``soloist status`` with no arguments lists the runs stored here when the file exists.
+_DEFAULT_STORE = "runs.sqlite"
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    value = _positive_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"a port is at most 65535, got {value}")
+    return value
+
+
+def _add_connection_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--address", default=None, metavar="ADDR",
+                   help="a Ray cluster to join ('auto', 'ray://host:10001', 'host:6379'); default: an embedded local Ray")
+    p.add_argument("--log-format", choices=("text", "json"), default="text", help="log records as text or one JSON object per line (stderr)")
+    p.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="default: WARNING")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="soloist",
+        description="Multi-agent runs on Ray: one single-writer orchestrator, pure coordinators, "
+        "stateless subagents, at most four handoffs in flight across the cluster.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    run = sub.add_parser(
+        "run", help="explore a code base for a task with the four built-in coordinators",
+        description="Explore ROOT for TASK: classify it, search and read the code through subagents "
+        "(at most --max-parallel in flight), follow imports, and report file:line findings. Offline.",
+    )
+    run.add_argument("task", help='what to find, e.g. "where is `connect` defined and who imports it?"')
+    run.add_argument("--root", default=".", help="the directory to explore (default: the current one)")
+    run.add_argument("--store", default=None, metavar="PATH", help="a SQLite file to journal the run in (default: memory only)")
+    run.add_argument("--durability", choices=("sync", "batch", "exit"), default="sync", help="journal mode with --store (default: sync)")
+    run.add_argument("--name", default=None, help="name the run (to attach to it or find it in `soloist status`)")
+    run.add_argument("--max-turns", type=_positive_int, default=40, help="stop after this many coordinator turns (default: 40)")
+    run.add_argument("--max-parallel", type=int, default=4, help="handoffs in flight (<= 0 means 4; above 4 is clamped to 4)")
+    run.add_argument("--json", action="store_true", help="print the outcome as JSON on stdout instead of the report")
+    run.add_argument("--metrics-port", type=_port, default=None, metavar="PORT", help="serve Prometheus metrics on http://0.0.0.0:PORT/metrics")
+    run.add_argument("--provider", choices=("offline", "openai-compatible"), default="offline",
+                     help="offline (default): rules only; openai-compatible: a model classifies the task and narrates the summary")
+    run.add_argument("--base-url", default=None, metavar="URL",
+                     help="the chat-completions endpoint, e.g. http://localhost:11434/v1 (default: $SOLOIST_LLM_BASE_URL)")
+    run.add_argument("--model", default=None, metavar="NAME", help="the model name (default: $SOLOIST_LLM_MODEL); the key is read from $OPENAI_API_KEY")
+    _add_connection_args(run)
+    run.set_defaults(handler=_cmd_run)
+
+    status = sub.add_parser("status", help="list runs: their versions and their agents",
+                            description="List the runs in a store (--store) and the live orchestrators of a cluster (--address). "
+                            "Without either: the live runs of the cluster `soloist up` started, and the runs stored in "
+                            "./runs.sqlite when that file exists.")
+    status.add_argument("--store", default=None, metavar="PATH", help="a run store (SQLite file)")
+    status.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    _add_connection_args(status)
+    status.set_defaults(handler=_cmd_status)
+
+    up = sub.add_parser("up", help="start a local Ray cluster that `soloist run` joins (skips Ray's start-up on every run)",
+                        description="Start a local Ray cluster for soloist and record it; `soloist run` and `soloist status` "
+                        "join it while it runs. `soloist down` stops it (and only it).")
+    up.add_argument("--num-cpus", type=_positive_int, default=None, help="CPUs the cluster offers (default: this machine's, at least 2)")
+    up.add_argument("--log-format", choices=("text", "json"), default="text", help="log records as text or one JSON object per line (stderr)")
+    up.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="default: WARNING")
+    up.set_defaults(handler=_cmd_up)
+
+    down = sub.add_parser("down", help="stop the local cluster that `soloist up` started (no other)",
+                          description="Stop the cluster recorded by `soloist up`; clusters started otherwise are never touched.")
+    down.add_argument("--log-format", choices=("text", "json"), default="text", help="log records as text or one JSON object per line (stderr)")
+    down.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="default: WARNING")
+    down.set_defaults(handler=_cmd_down)
+
+    _add_optional_commands(sub)
+    return parser
+
+
+def _add_optional_commands(sub: Any) -> None:
+    """Commands that live in their own modules (benchmarks)."""
+    add_bench_command(sub)
+
+
+def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
+    started = time.perf_counter()
+    if not args.task.strip():
+        err.print("[red]soloist run: the task is empty; say what to look for[/]")
+        return EXIT_USAGE
+    if not os.path.isdir(args.root):
+        err.print(f"[red]soloist run: --root {args.root!r} is not a directory[/]")
+        return EXIT_USAGE
+    llm = None
+    if args.provider == "openai-compatible":
+        try:
+            llm = LlmConfig.from_env(base_url=args.base_url, model=args.model)
+        except LlmConfigError as exc:
+            err.print(f"[red]soloist run: {exc}[/]")
+            return EXIT_USAGE
+    # With --json, stdout holds the document alone: Ray's output (worker-log forwarding, its
+    # C++ code, the processes of an embedded Ray) goes to stderr, at the descriptor level.
+    with stdout_reserved(args.json) as reserved:
+        was_connected = ray.is_initialized()
+        address, how = args.address, "address"
+        if address is None and not os.environ.get("RAY_ADDRESS"):
+            record = None if was_connected else joinable()
+            address, how = (record.address, "soloist up") if record is not None else (None, "embedded")
+        # the current directory may be the (untrusted) repository explored: keep it off workers' path
+        info = connect(address, code_from_cwd=False)
+        startup = time.perf_counter() - started
+        if args.metrics_port is not None:
+            serve_metrics(args.metrics_port)
+
+        async def go() -> Any:
+            progress = LiveProgress(err, args.task)
+            with progress:
+                return await explore(args.task, args.root, name=args.name, store=args.store, durability=args.durability,
+                                     max_turns=args.max_turns, max_parallel=args.max_parallel, on_event=progress.update,
+                                     llm=llm)
+
+        try:
+            run = asyncio.run(go())
+        finally:
+            if args.json and not was_connected:
+                ray.shutdown()  # nothing of Ray's may print after the document
+        run = run.model_copy(update={"startup_seconds": round(startup, 3), "cluster": how, "cluster_address": info.address})
+        if args.json:
+            reserved.write_document(run.model_dump_json(indent=2))
+        else:
+            render_report(out, run)
+    if run.outcome.status == "cancelled":
+        return EXIT_INTERRUPTED
+    if run.outcome.status != "complete":
+        err.print(f"[yellow]soloist run: the run did not complete: {run.outcome.reason}[/]")
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _cmd_status(args: argparse.Namespace, out: Console, err: Console) -> int:
+    store, address = args.store, args.address
+    if store is None and address is None:  # what runs and is stored nearby
+        record = joinable()
+        address = record.address if record is not None else None
+        store = _DEFAULT_STORE if os.path.exists(_DEFAULT_STORE) else None
+        if store is None and address is None:
+            message = (f"no live runs (no cluster started by `soloist up` is running) and no {_DEFAULT_STORE} here; "
+                       "pass --store PATH for stored runs or --address ADDR for the live runs of a cluster")
+            if args.json:
+                out.print_json(data={"store": None, "address": None, "runs": [], "note": message})
+            else:
+                out.print(message, markup=False, highlight=False, soft_wrap=True)
+            return EXIT_OK
+    if store is not None and not os.path.exists(store):
+        err.print(f"[red]soloist status: no store at {store!r}[/]")
+        return EXIT_USAGE
+    with stdout_reserved(args.json) as reserved:
+        report = collect_status(store=store, address=address)
+        if args.json:
+            reserved.write_document(report.model_dump_json(indent=2))
+        else:
+            render_status(out, report)
+    return EXIT_OK
+
+
+def _cmd_up(args: argparse.Namespace, out: Console, err: Console) -> int:
+    started = time.perf_counter()
+    record, new = start_local_cluster(num_cpus=args.num_cpus)
+    if new:
+        out.print(f"started a local Ray cluster for soloist at {record.address} (pid {record.pid}, {record.num_cpus} CPUs) "
+                  f"in {time.perf_counter() - started:.1f}s; `soloist run` and `soloist status` join it while it runs",
+                  markup=False, highlight=False, soft_wrap=True)
+    else:
+        out.print(f"a local cluster started by `soloist up` is already running at {record.address} (pid {record.pid})",
+                  markup=False, highlight=False, soft_wrap=True)
+    out.print(f"stop it with: soloist down   (record: {record_path()})", markup=False, highlight=False, soft_wrap=True)
+    return EXIT_OK
+
+
+def _cmd_down(args: argparse.Namespace, out: Console, err: Console) -> int:
+    before = local_cluster()
+    stopped = stop_local_cluster()
+    if stopped is None:
+        out.print(f"no cluster started by `soloist up` is recorded ({record_path()}); nothing was stopped",
+                  markup=False, highlight=False, soft_wrap=True)
+    elif before is not None and before.status == "stale":
+        out.print(f"the cluster recorded at {stopped.address} (pid {stopped.pid}) was no longer running; "
+                  "its record was removed and nothing was signalled", markup=False, highlight=False, soft_wrap=True)
+    else:
+        out.print(f"stopped the local cluster at {stopped.address} (pid {stopped.pid})", markup=False, highlight=False, soft_wrap=True)
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``soloist`` command; returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
+        return int(exc.code or 0)
+    configure_logging(args.log_format, args.log_level)
+    out = Console(soft_wrap=False)
+    err = Console(stderr=True)
+    try:
+        return args.handler(args, out, err)
+    except KeyboardInterrupt:
+        err.print("[yellow]soloist: interrupted; in-flight handoffs were cancelled and the committed state is consistent[/]")
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # the reason is the product here: report it, exit 1
+        err.print(f"[red]soloist {args.command} failed: {type(exc).__name__}: {exc}[/]")
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
