@@ -165,14 +165,20 @@ def score_package(package: str, symbol: str, truth: PackageTruth, stdout: str, e
     )
 
 
-def run_question(package: str, symbol: str, root: str) -> PackageScore:
-    """Run ``soloist run`` on one package in a fresh process and score what it prints."""
+def run_question(package: str, symbol: str, root: str, *, soloist_home: str | None = None) -> PackageScore:
+    """Run ``soloist run`` on one package in a fresh process and score what it prints.
+
+    ``soloist_home`` is the ``SOLOIST_HOME`` the command sees (where ``soloist up`` records
+    its cluster); None keeps the caller's."""
     truth = truth_for(root, symbol)
+    env = dict(os.environ)
+    if soloist_home is not None:
+        env["SOLOIST_HOME"] = soloist_home
     with tempfile.TemporaryDirectory(prefix="soloist-accuracy-") as cwd:
         started = time.perf_counter()
         done = subprocess.run(
             [sys.executable, "-c", _LAUNCH, "run", question_for(symbol), "--root", root, "--json"],
-            cwd=cwd, capture_output=True, text=True, timeout=_RUN_TIMEOUT_S,
+            cwd=cwd, capture_output=True, text=True, timeout=_RUN_TIMEOUT_S, env=env,
         )
         wall = time.perf_counter() - started
     score = score_package(package, symbol, truth, done.stdout, done.returncode, wall)
@@ -258,16 +264,59 @@ async def run(ctx: BenchContext) -> MeasureResult:
     return MeasureResult(name=NAME, title=TITLE, figures=figures, notes=notes)
 
 
+def compare_cluster(packages: list[tuple[str, str]], on_step: Any = None) -> tuple[list[PackageScore], list[PackageScore], float]:
+    """Each question twice, back to back so both see the same machine load: once starting an
+    embedded Ray, once joining a cluster started by ``soloist up``; and how long ``up`` took."""
+    with tempfile.TemporaryDirectory(prefix="soloist-home-up-") as up_home, \
+            tempfile.TemporaryDirectory(prefix="soloist-home-none-") as no_home:
+        launch = [sys.executable, "-c", _LAUNCH]
+        env = {**os.environ, "SOLOIST_HOME": up_home}
+        started = time.perf_counter()
+        subprocess.run([*launch, "up"], env=env, check=True, capture_output=True, text=True, timeout=_RUN_TIMEOUT_S)
+        up_seconds = time.perf_counter() - started
+        embedded: list[PackageScore] = []
+        joined: list[PackageScore] = []
+        try:
+            for package, symbol in packages:
+                root = package_root(package)
+                if root is None:
+                    continue
+                if on_step is not None:
+                    on_step(f"{package}: {symbol}")
+                embedded.append(run_question(package, symbol, root, soloist_home=no_home))
+                joined.append(run_question(package, symbol, root, soloist_home=up_home))
+        finally:
+            subprocess.run([*launch, "down"], env=env, capture_output=True, text=True, timeout=_RUN_TIMEOUT_S)
+    return embedded, joined, up_seconds
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.exploration_accuracy", description=__doc__.split("\n")[0])
     parser.add_argument("--only", default=None, help="comma-separated package names (default: all twelve)")
     parser.add_argument("--json", default=None, metavar="PATH", help="also write the scores as JSON here")
+    parser.add_argument("--compare-cluster", action="store_true",
+                        help="ask every question twice: with an embedded Ray, and joining a cluster from `soloist up`")
     args = parser.parse_args(argv)
     chosen = list(PACKAGES)
     if args.only:
         wanted = set(args.only.split(","))
         chosen = [p for p in PACKAGES if p[0] in wanted]
-    scores, missing = evaluate(chosen, lambda text: print(f"... {text}", file=sys.stderr, flush=True))
+    progress = lambda text: print(f"... {text}", file=sys.stderr, flush=True)  # noqa: E731
+    if args.compare_cluster:
+        embedded, joined, up_seconds = compare_cluster(chosen, progress)
+        print("Without a running cluster (each run starts an embedded Ray):\n")
+        print(table(embedded))
+        print(f"\nJoining the cluster of `soloist up` (which took {up_seconds:.1f}s once):\n")
+        print(table(joined))
+        if embedded:
+            print(f"\nmedian wall time: {statistics.median(s.wall_seconds for s in embedded):.1f}s without, "
+                  f"{statistics.median(s.wall_seconds for s in joined):.1f}s with a running cluster")
+        if args.json:
+            with open(args.json, "w", encoding="utf-8") as handle:
+                json.dump({"embedded": [s.model_dump() for s in embedded], "joined": [s.model_dump() for s in joined],
+                           "up_seconds": up_seconds}, handle, indent=2)
+        return 0
+    scores, missing = evaluate(chosen, progress)
     print(table(scores))
     if missing:
         print(f"\nnot installed, skipped: {', '.join(missing)}")
