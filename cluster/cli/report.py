@@ -95,8 +95,8 @@ def _render_importers(console: Console, summary: dict[str, Any]) -> None:
             top = ", ".join(f"{package} ({n})" for package, n in count.get("top_packages", []))
             console.print(f"[bold]{title}[/]; top packages: {top}")
             console.print(f"[dim]the first {MAX_IMPORTER_ROWS // 2} below; every importer is in the output of --json[/]")
-            mine = mine[: MAX_IMPORTER_ROWS // 2]
-        table = Table(title=title)
+            mine, title = mine[: MAX_IMPORTER_ROWS // 2], ""
+        table = Table(title=title or None)
         for col in ("importer", "imports", "where", "how"):
             table.add_column(col)
         for r in mine:
