@@ -165,7 +165,8 @@ def score_package(package: str, symbol: str, truth: PackageTruth, stdout: str, e
     )
 
 
-def run_question(package: str, symbol: str, root: str, *, soloist_home: str | None = None) -> PackageScore:
+def run_question(package: str, symbol: str, root: str, *, soloist_home: str | None = None,
+                 on_score: Any = None) -> PackageScore:
     """Run ``soloist run`` on one package in a fresh process and score what it prints.
 
     ``soloist_home`` is the ``SOLOIST_HOME`` the command sees (where ``soloist up`` records
@@ -185,6 +186,8 @@ def run_question(package: str, symbol: str, root: str, *, soloist_home: str | No
     if score.error and done.returncode != 0 and "no JSON" in score.error:
         tail = done.stderr.strip().splitlines()[-1:] or [""]
         score = score.model_copy(update={"error": f"{score.error}; exit {done.returncode}: {tail[0][:200]}"})
+    if on_score is not None:
+        on_score(score)
     return score
 
 
@@ -237,7 +240,7 @@ def evaluate(packages: list[tuple[str, str]], on_step: Any = None) -> tuple[list
             continue
         if on_step is not None:
             on_step(f"{package}: {symbol}")
-        scores.append(run_question(package, symbol, root))
+        scores.append(run_question(package, symbol, root, on_score=_echo("embedded")))
     return scores, missing
 
 
@@ -264,6 +267,11 @@ async def run(ctx: BenchContext) -> MeasureResult:
     return MeasureResult(name=NAME, title=TITLE, figures=figures, notes=notes)
 
 
+def _echo(label: str) -> Any:
+    """A callback printing each score as one JSON line on stderr, as soon as it is known."""
+    return lambda score: print(f"{label} {score.model_dump_json()}", file=sys.stderr, flush=True)
+
+
 def compare_cluster(packages: list[tuple[str, str]], on_step: Any = None) -> tuple[list[PackageScore], list[PackageScore], float]:
     """Each question twice, back to back so both see the same machine load: once starting an
     embedded Ray, once joining a cluster started by ``soloist up``; and how long ``up`` took."""
@@ -283,8 +291,8 @@ def compare_cluster(packages: list[tuple[str, str]], on_step: Any = None) -> tup
                     continue
                 if on_step is not None:
                     on_step(f"{package}: {symbol}")
-                embedded.append(run_question(package, symbol, root, soloist_home=no_home))
-                joined.append(run_question(package, symbol, root, soloist_home=up_home))
+                embedded.append(run_question(package, symbol, root, soloist_home=no_home, on_score=_echo("embedded")))
+                joined.append(run_question(package, symbol, root, soloist_home=up_home, on_score=_echo("joined")))
         finally:
             subprocess.run([*launch, "down"], env=env, capture_output=True, text=True, timeout=_RUN_TIMEOUT_S)
     return embedded, joined, up_seconds
