@@ -229,7 +229,7 @@ def table(scores: list[PackageScore]) -> str:
     return "\n".join(lines)
 
 
-def evaluate(packages: list[tuple[str, str]], on_step: Any = None) -> tuple[list[PackageScore], list[str]]:
+def evaluate(packages: list[tuple[str, str]], on_step: Any = None, on_score: Any = None) -> tuple[list[PackageScore], list[str]]:
     """Score every installed package of ``packages``; the names of the missing ones beside."""
     scores: list[PackageScore] = []
     missing: list[str] = []
@@ -240,7 +240,7 @@ def evaluate(packages: list[tuple[str, str]], on_step: Any = None) -> tuple[list
             continue
         if on_step is not None:
             on_step(f"{package}: {symbol}")
-        scores.append(run_question(package, symbol, root, on_score=_echo("embedded")))
+        scores.append(run_question(package, symbol, root, on_score=on_score))
     return scores, missing
 
 
@@ -324,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
                 json.dump({"embedded": [s.model_dump() for s in embedded], "joined": [s.model_dump() for s in joined],
                            "up_seconds": up_seconds}, handle, indent=2)
         return 0
-    scores, missing = evaluate(chosen, progress)
+    scores, missing = evaluate(chosen, progress, _echo("embedded"))
     print(table(scores))
     if missing:
         print(f"\nnot installed, skipped: {', '.join(missing)}")
