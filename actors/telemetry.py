@@ -21,6 +21,8 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
+import ray
+
 from cluster import metrics
 
 try:  # optional dependency
@@ -147,8 +149,6 @@ _node_id: str | None = None
 def _this_node() -> str:
     global _node_id
     if _node_id is None:
-        import ray
-
         _node_id = ray.get_runtime_context().get_node_id()
     return _node_id
 

@@ -186,10 +186,10 @@ async def close_run(orch: Orchestrator[Any]) -> None:
 
     await orch.close()
     try:
-        ray.get_actor(f"soloist:sem:{orch.semaphore_scope}", namespace="soloist")
+        ray.get_actor(f"soloist:sem:{orch.handoff_settings().semaphore_scope}", namespace="soloist")
     except ValueError:
         return  # the run never handed off: there is no semaphore to destroy
-    ClusterSemaphore(orch.semaphore_scope).destroy()
+    ClusterSemaphore(orch.handoff_settings().semaphore_scope).destroy()
 
 
 # -------------------------------------------------------------------- timing

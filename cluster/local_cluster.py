@@ -32,6 +32,13 @@ from ray.util import get_node_ip_address
 
 from cluster.exceptions import LocalClusterError
 
+try:  # Ray's token authentication: a private module of the Ray versions that have it
+    from ray._private.authentication.authentication_token_setup import (
+        maybe_enable_token_auth_if_token_available as _enable_token_auth,
+    )
+except ImportError:
+    _enable_token_auth = None
+
 __all__ = [
     "LocalCluster",
     "joinable",
@@ -234,11 +241,9 @@ def joinable() -> LocalCluster | None:
 def _use_token_auth() -> None:
     """Switch this process to Ray's token authentication, as ``ray.init()`` does by itself for
     a cluster it finds with ``address="auto"`` (but not for one given by address)."""
-    try:
-        from ray._private.authentication.authentication_token_setup import maybe_enable_token_auth_if_token_available
-    except ImportError:  # a Ray without token authentication: nothing to switch on
+    if _enable_token_auth is None:  # a Ray without token authentication: nothing to switch on
         return
-    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+    _enable_token_auth(warn_if_disabled=False)
 
 
 def stop_local_cluster(*, timeout: float = 60.0) -> LocalCluster | None:

@@ -19,12 +19,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from cluster.storage import StoreCorrupted
-
 from actors._pickling import unpickled
 from actors.agents.coordinator_host import create_coordinator_actor
-from actors.exceptions import AgentNotFound
-from actors.handoffs.pools import create_replica
 from actors.agents.managed import (
     AgentConfig,
     AgentKind,
@@ -36,6 +32,9 @@ from actors.agents.managed import (
     to_stored_record,
     transition,
 )
+from actors.exceptions import AgentNotFound
+from actors.handoffs.pools import create_replica
+from cluster.storage import StoreCorrupted
 
 __all__ = ["AgentRegistry", "load_agent_records"]
 

@@ -13,11 +13,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from actors.exceptions import PathOutsideRoot
+
 __all__ = [
     "ALWAYS_SKIP",
     "BINARY_SNIFF_BYTES",
     "IgnoreRule",
-    "PathOutsideRoot",
     "WalkEntry",
     "Walker",
     "glob_to_regex",
@@ -36,10 +37,6 @@ __all__ = [
 ALWAYS_SKIP = frozenset({".git", "__pycache__", ".venv", "node_modules"})
 #: A file with a NUL byte in its first this-many bytes is binary.
 BINARY_SNIFF_BYTES = 8192
-
-
-class PathOutsideRoot(ValueError):
-    """Raised when a path given to a skill is, or resolves (through a symlink), outside its root."""
 
 
 def real_root(root: str | os.PathLike[str]) -> str:

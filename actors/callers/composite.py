@@ -11,51 +11,47 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Container
 from typing import Any
 
-from actors.callers.protocol import ToolCallResult
+from actors.callers.protocol import (
+    DEFAULT_POOL,
+    DiscoversTools,
+    PooledCaller,
+    ToolCaller,
+    ToolCallResult,
+)
+from actors.exceptions import AmbiguousTool, UnknownTool
 
-__all__ = ["CompositeCaller", "UnknownTool", "AmbiguousTool"]
+__all__ = ["CompositeCaller"]
 
-_DEFAULT_POOL = (4, 0.0)
-
-
-class UnknownTool(LookupError):
-    """Raised when no member of a ``CompositeCaller`` serves the tool name (lists the known ones)."""
-
-
-class AmbiguousTool(LookupError):
-    """Raised when more than one member serves the tool name; give one of them a prefix."""
-
-
-def _claims(member: Any, name: str) -> bool:
-    owns = getattr(member, "owns", None)
-    if callable(owns):
-        return bool(owns(name))
-    if hasattr(member, "__contains__"):
-        return name in member
-    return name in member.names()
+def _claims(member: ToolCaller, name: str) -> bool:
+    if isinstance(member, PooledCaller):
+        return member.owns(name)
+    return name in member  # type: ignore[operator]  # a Container, checked in __init__
 
 
-def _label(member: Any, index: int) -> str:
-    return getattr(member, "label", None) or f"{type(member).__name__}#{index}"
+def _label(member: ToolCaller, index: int) -> str:
+    label = member.label if isinstance(member, PooledCaller) else ""
+    return label or f"{type(member).__name__}#{index}"
 
 
 class CompositeCaller:
     """One ``ToolCaller`` over ``members``; each tool name must belong to exactly one of them."""
 
-    def __init__(self, *members: Any) -> None:
+    def __init__(self, *members: ToolCaller) -> None:
         problems: list[str] = []
         if not members:
             problems.append("give at least one member caller")
         for i, m in enumerate(members):
-            if not callable(getattr(m, "call_tool", None)):
+            if not isinstance(m, ToolCaller):
                 problems.append(f"member {i} ({type(m).__name__}) has no async call_tool(name, arguments)")
-            elif not any(callable(getattr(m, attr, None)) for attr in ("owns", "names", "__contains__")):
-                problems.append(f"member {i} ({type(m).__name__}) cannot say which tools it serves: give it owns(name) or names()")
+            elif not isinstance(m, (PooledCaller, Container)):
+                problems.append(f"member {i} ({type(m).__name__}) cannot say which tools it serves: implement "
+                                "PooledCaller (owns, names, pool_options, pool_key, label) or __contains__")
         if problems:
             raise TypeError("CompositeCaller: " + "; ".join(problems))
-        self.members: tuple[Any, ...] = members
+        self.members: tuple[ToolCaller, ...] = members
         # Identifies this composite's subagent pools across processes (it travels with pickles).
         self.pool_key = f"composite-{uuid.uuid4().hex[:12]}"
 
@@ -66,15 +62,18 @@ class CompositeCaller:
         """Every tool name the members know of now (MCP members after their ``list_tools``)."""
         known: set[str] = set()
         for m in self.members:
-            lister = getattr(m, "names", None)
-            if callable(lister):
-                known.update(lister())
+            if isinstance(m, PooledCaller):
+                known.update(m.names())
         return sorted(known)
 
     def owns(self, name: str) -> bool:
         return any(_claims(m, name) for m in self.members)
 
-    def resolve(self, name: str) -> Any:
+    @property
+    def label(self) -> str:
+        return f"composite of {', '.join(_label(m, i) for i, m in enumerate(self.members))}"
+
+    def resolve(self, name: str) -> ToolCaller:
         """The member serving ``name``; ``UnknownTool`` or ``AmbiguousTool`` otherwise."""
         owners = [(i, m) for i, m in enumerate(self.members) if _claims(m, name)]
         if not owners:
@@ -90,12 +89,11 @@ class CompositeCaller:
             member = self.resolve(name)
         except LookupError:
             return 1, 0.0  # the call will report the error; no need for a big pool
-        options = getattr(member, "pool_options", None)
-        return options(name) if callable(options) else _DEFAULT_POOL
+        return member.pool_options(name) if isinstance(member, PooledCaller) else DEFAULT_POOL
 
     async def list_tools(self) -> list[str]:
         """Ask members that discover their tools (MCP) to list them; return every known name."""
-        listers = [m.list_tools() for m in self.members if callable(getattr(m, "list_tools", None))]
+        listers = [m.list_tools() for m in self.members if isinstance(m, DiscoversTools)]
         await asyncio.gather(*listers)
         return self.names()
 

@@ -28,41 +28,24 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from actors.callers.protocol import ToolCallResult
+from actors.exceptions import (
+    LlmBadResponse,
+    LlmConfigError,
+    LlmError,
+    LlmRequestRejected,
+    LlmTimeout,
+    LlmUnavailable,
+)
 from coordinators import TransitionBatch
 
 __all__ = [
     "LlmConfig", "LlmCaller", "ChatMessage", "ToolSpec", "ChatInput", "ChatOutput", "ToolCallRequest", "Usage",
-    "LlmError", "LlmConfigError", "LlmUnavailable", "LlmTimeout", "LlmRequestRejected", "LlmBadResponse",
     "chat", "tool_call_transitions", "TASK_TYPES",
 ]
 
 ENV_BASE_URL, ENV_MODEL, ENV_API_KEY = "SOLOIST_LLM_BASE_URL", "SOLOIST_LLM_MODEL", "OPENAI_API_KEY"
 TASK_TYPES = ("locate_definition", "find_usages", "trace_imports", "explain", "general")
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
-
-
-class LlmError(RuntimeError):
-    """Base of failures of the model endpoint (the caller failed, not a tool)."""
-
-
-class LlmConfigError(ValueError):
-    """Raised when the base URL or model is missing or invalid; says which argument or variable to set."""
-
-
-class LlmUnavailable(LlmError):
-    """Raised when the endpoint kept answering 429/5xx (or was unreachable) after every retry."""
-
-
-class LlmTimeout(LlmUnavailable):
-    """Raised when the endpoint did not answer within ``timeout`` on every attempt."""
-
-
-class LlmRequestRejected(LlmError):
-    """Raised when the endpoint refused the request (4xx other than 429): check the model, key and input."""
-
-
-class LlmBadResponse(LlmError):
-    """Raised when a 2xx answer is not a chat-completions response."""
 
 
 class LlmConfig(BaseModel):

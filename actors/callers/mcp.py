@@ -24,31 +24,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from actors.callers.protocol import TextContent, ToolCallResult
+from actors.exceptions import McpCallTimeout, McpError, McpServerGone
+from cluster.process import Table, process_registry
 
-__all__ = ["McpServer", "McpTool", "McpToolCaller", "McpError", "McpServerGone", "McpCallTimeout", "close_sessions"]
+__all__ = ["McpServer", "McpTool", "McpToolCaller", "close_mcp_sessions"]
 
 _log = logging.getLogger(__name__)
 _EXTRA = {"component": "mcp-caller"}
 _CONNECTION_CLOSED = -32000  # the SDK's error code when the transport closed under a request
-
-
-class McpError(RuntimeError):
-    """Base of MCP transport failures (the server, not the tool, failed)."""
-
-
-class McpServerGone(McpError):
-    """Raised when the MCP server could not be reached or died while serving the call.
-
-    The session is dropped; the next call starts (stdio) or reaches (HTTP) the server again.
-    """
-
-
-class McpCallTimeout(McpError):
-    """Raised when an MCP server did not answer a call within ``call_timeout`` seconds.
-
-    Not a ``TimeoutError``: handoffs read a ``TimeoutError`` from a subagent as their own
-    ``Call.timeout`` expiring, which this is not.
-    """
 
 
 class McpServer(BaseModel):
@@ -187,23 +170,20 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-# One session per (event loop, server) in this process: subagent actors reuse it across calls.
-_connections: dict[tuple[int, str], _Connection] = {}
+# One session per (event loop, server) in this process: subagent actors reuse it across
+# calls. Lives in the per-process registry (see ``cluster.process``).
+_CONNECTIONS: Table[tuple[int, str], _Connection] = process_registry().table("callers.mcp_sessions")
 
 
 def _connection(server: McpServer) -> _Connection:
     key = (id(asyncio.get_running_loop()), server.key)
-    conn = _connections.get(key)
-    if conn is None or not conn.alive:
-        conn = _Connection(server)
-        _connections[key] = conn
-    return conn
+    return _CONNECTIONS.get_or_create(key, lambda: _Connection(server), alive=lambda conn: conn.alive)
 
 
-async def close_sessions() -> None:
+async def close_mcp_sessions() -> None:
     """Close every MCP session this process holds on the running loop (stdio servers exit)."""
     loop = id(asyncio.get_running_loop())
-    conns = [_connections.pop(key) for key in list(_connections) if key[0] == loop]
+    conns = _CONNECTIONS.pop_where(lambda key: key[0] == loop)
     for conn in conns:
         conn.close()
     for conn in conns:
@@ -211,9 +191,7 @@ async def close_sessions() -> None:
 
 
 def _forget(server: McpServer, conn: _Connection) -> None:
-    key = (id(asyncio.get_running_loop()), server.key)
-    if _connections.get(key) is conn:
-        del _connections[key]
+    _CONNECTIONS.discard((id(asyncio.get_running_loop()), server.key), conn)
     conn.close()
 
 
@@ -310,7 +288,8 @@ class McpToolCaller:
     async def aclose(self) -> None:
         """Close this process's sessions to the servers (stdio servers exit); calls reconnect later."""
         loop = id(asyncio.get_running_loop())
-        conns = [_connections.pop((loop, s.key)) for s in self.servers if (loop, s.key) in _connections]
+        mine = {(loop, s.key) for s in self.servers}
+        conns = _CONNECTIONS.pop_where(lambda key: key in mine)
         for conn in conns:
             conn.close()
         for conn in conns:

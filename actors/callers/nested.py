@@ -14,51 +14,41 @@ permits that they themselves hold.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Iterable
 from typing import Any
 
-import ray
-
-from actors.exceptions import NoToolCaller, OrchestratorClosed, OrchestratorNotFound, ToolReportedError
-from actors.callers.protocol import ToolCallResult
-from actors.orchestrator.facade import Orchestrator
+from actors.callers.protocol import PooledCaller, ToolCallResult
+from actors.exceptions import (
+    NestedRunUnavailable,
+    NoToolCaller,
+    OrchestratorClosed,
+    OrchestratorNotFound,
+    ToolReportedError,
+)
 from actors.handoffs.api import Call, handoff
+from actors.orchestrator.facade import Orchestrator
+from cluster.process import Table, process_registry
 
-__all__ = ["OrchestratorCaller", "NestedRunUnavailable"]
-
-
-class NestedRunUnavailable(RuntimeError):
-    """Raised when the run an ``OrchestratorCaller`` hands calls to is not running.
-
-    Start it with ``Orchestrator(..., name=run)`` (or attach it from its store) first.
-    """
+__all__ = ["OrchestratorCaller"]
 
 
-# Handles of nested runs, per Ray session and run name: attaching costs a round trip.
-_handles: dict[tuple[str, str], Any] = {}
-_handles_lock = threading.Lock()
+# Handles of nested runs, per (Ray session, run name): attaching costs a round trip.
+_HANDLES: Table[str, Orchestrator[Any]] = process_registry().table("callers.nested_runs", per_session=True)
 
 
-def _attach(run: str) -> Any:
-    key = (ray.get_runtime_context().gcs_address, run)
-    with _handles_lock:
-        handle = _handles.get(key)
+def _attach(run: str) -> Orchestrator[Any]:
+    handle = _HANDLES.get(run)
     if handle is None:
         try:
             handle = Orchestrator.attach(run)
         except OrchestratorNotFound as exc:
             raise NestedRunUnavailable(f"nested run {run!r} is not running: {exc}") from exc
-        with _handles_lock:
-            _handles[key] = handle
+        _HANDLES.put(run, handle)
     return handle
 
 
-def _forget(run: str, handle: Any) -> None:
-    key = (ray.get_runtime_context().gcs_address, run)
-    with _handles_lock:
-        if _handles.get(key) is handle:
-            del _handles[key]
+def _forget(run: str, handle: Orchestrator[Any]) -> None:
+    _HANDLES.discard(run, handle)
 
 
 class OrchestratorCaller:
@@ -88,13 +78,12 @@ class OrchestratorCaller:
 
     def _read_tools(self) -> list[str]:
         caller = _attach(self.run).caller
-        lister = getattr(caller, "names", None)
-        if not callable(lister):
+        if not isinstance(caller, PooledCaller):
             raise TypeError(
                 f"OrchestratorCaller({self.run!r}): the nested run's caller {type(caller).__name__} cannot list its tools; "
                 "pass prefix=... or tools=[...]"
             )
-        return list(lister())
+        return list(caller.names())
 
     @property
     def label(self) -> str:

@@ -12,7 +12,10 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["TextContent", "ToolCallResult", "ToolCaller"]
+__all__ = ["TextContent", "ToolCallResult", "ToolCaller", "PooledCaller", "DiscoversTools", "DEFAULT_POOL"]
+
+DEFAULT_POOL: tuple[int, float] = (4, 0.0)
+"""``(replicas, num_cpus)`` of the subagent pool of a caller that is not a ``PooledCaller``."""
 
 
 class TextContent(BaseModel):
@@ -62,3 +65,46 @@ class ToolCaller(Protocol):
     """
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolCallResult: ...
+
+
+@runtime_checkable
+class PooledCaller(ToolCaller, Protocol):
+    """A ``ToolCaller`` that names and sizes its own subagent pools and says which tools it serves.
+
+    Every caller soloist ships implements it (``SkillRegistry``, ``CompositeCaller``,
+    ``OrchestratorCaller``, ``McpToolCaller``, ``LlmCaller``). A plain ``ToolCaller`` still
+    works: its pools are keyed by a digest of its pickle and sized ``DEFAULT_POOL``, and a
+    ``CompositeCaller`` asks it ``name in caller``.
+    """
+
+    @property
+    def pool_key(self) -> str:
+        """Identifies this caller's subagent pools in every process (it travels with pickles)."""
+        ...
+
+    @property
+    def label(self) -> str:
+        """A short human name for messages (``"nested run 'inner'"``), or ``""`` when the caller has
+        none (a ``CompositeCaller`` then names it by type and position)."""
+        ...
+
+    def pool_options(self, name: str) -> tuple[int, float]:
+        """``(replicas, num_cpus)`` of the subagent pool that serves tool ``name``."""
+        ...
+
+    def owns(self, name: str) -> bool:
+        """Whether this caller serves tool ``name``."""
+        ...
+
+    def names(self) -> list[str]:
+        """The tool names known to be served now (may grow, e.g. after an MCP ``list_tools``)."""
+        ...
+
+
+@runtime_checkable
+class DiscoversTools(Protocol):
+    """A caller that learns its tool names from elsewhere (an MCP server's ``tools/list``)."""
+
+    async def list_tools(self) -> list[Any]:
+        """Ask for the tools now (what is returned depends on the caller); afterwards ``names()``/``owns()`` know them."""
+        ...

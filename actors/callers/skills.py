@@ -20,14 +20,11 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from actors._pickle_check import explain_unpicklable
 from actors.exceptions import NotPicklable
 from actors.callers.protocol import ToolCallResult
+from actors.exceptions import SkillRegistrationError
 
-__all__ = ["SkillRegistry", "SkillSpec", "SkillRegistrationError"]
+__all__ = ["SkillRegistry", "SkillSpec"]
 
 _log = logging.getLogger(__name__)
-
-
-class SkillRegistrationError(TypeError):
-    """Raised when a function cannot be registered as a skill; lists every problem found."""
 
 
 class SkillSpec(BaseModel):
@@ -120,6 +117,14 @@ class SkillRegistry:
 
     def __contains__(self, name: object) -> bool:
         return name in self._skills
+
+    def owns(self, name: str) -> bool:
+        return name in self._skills
+
+    @property
+    def label(self) -> str:
+        """Empty: a registry has no name of its own (a composite names it by type and position)."""
+        return ""
 
     def __len__(self) -> int:
         return len(self._skills)

@@ -21,8 +21,7 @@ import logging
 import threading
 import time
 
-import ray
-
+from cluster.process import Table, process_registry
 from cluster.semaphore import ClusterSemaphore, Lease
 
 __all__ = ["WarmPermits", "DEFAULT_LINGER_S", "permits_for", "release_idle_permits"]
@@ -110,23 +109,15 @@ class WarmPermits:
                 self._semaphore.release_nowait(lease)
 
 
-_permits: dict[tuple[str, str], WarmPermits] = {}
-_permits_lock = threading.Lock()
+# This process's warm permits, per (Ray session, scope).
+_PERMITS: Table[str, WarmPermits] = process_registry().table("handoffs.warm_permits", per_session=True)
 
 
 def permits_for(scope: str) -> WarmPermits:
     """This process's warm permits on ``scope`` (per Ray session: old handles are useless)."""
-    session = ray.get_runtime_context().gcs_address
-    with _permits_lock:
-        permits = _permits.get((session, scope))
-        if permits is None:
-            permits = WarmPermits(ClusterSemaphore(scope))
-            _permits[(session, scope)] = permits
-        return permits
+    return _PERMITS.get_or_create(scope, lambda: WarmPermits(ClusterSemaphore(scope)))
 
 
 def release_idle_permits(scope: str) -> int:
     """Give back this process's idle leases on ``scope`` now (an orchestrator closing)."""
-    with _permits_lock:
-        held = [p for (_, s), p in _permits.items() if s == scope]
-    return sum(p.release_idle() for p in held)
+    return sum(p.release_idle() for p in _PERMITS.select(lambda s: s == scope))

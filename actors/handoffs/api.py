@@ -19,8 +19,7 @@ import ray
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from actors import telemetry
-from actors.handoffs._permits import permits_for
-from actors.handoffs.settings import HandoffSettings, HandoffTarget
+from actors.callers.protocol import ToolCallResult
 from actors.exceptions import (
     CallerFailed,
     DecodingError,
@@ -30,8 +29,9 @@ from actors.exceptions import (
     SubagentLost,
     ToolReportedError,
 )
+from actors.handoffs._permits import permits_for
 from actors.handoffs.pools import pool_for
-from actors.callers.protocol import ToolCallResult
+from actors.handoffs.settings import HandoffSettings, HandoffTarget
 
 __all__ = ["Call", "Result", "handoff", "parallel_handoff"]
 

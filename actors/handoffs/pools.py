@@ -19,15 +19,15 @@ import cloudpickle
 import ray
 from pydantic import BaseModel, ConfigDict
 
-from actors.callers.protocol import ToolCallResult
-from cluster.connect import SOLOIST_NAMESPACE
-from actors.telemetry import subagent_call
 from actors.agents.managed import AgentConfig
+from actors.callers.protocol import DEFAULT_POOL, PooledCaller, ToolCallResult
+from actors.telemetry import subagent_call
+from cluster.connect import SOLOIST_NAMESPACE
+from cluster.process import Table, WeakIdMap, process_registry
 
 __all__ = ["SubagentActor", "SubagentPool", "pool_for", "PoolStatistics", "create_replica", "track", "untrack"]
 
 _log = logging.getLogger(__name__)
-_DEFAULT_REPLICAS = 4
 
 
 class SubagentActor:
@@ -149,58 +149,46 @@ class SubagentPool:
         return PoolStatistics(name=self._name, replicas=self._replicas, calls=self._calls, replaced=self._replaced)
 
 
-# Keyed by (Ray session, caller key, skill): handles of a previous ``ray.init`` are useless.
-_pools: dict[tuple[str, str, str], SubagentPool] = {}
-_pools_lock = threading.Lock()
-_caller_keys: dict[int, tuple[Any, str]] = {}
+# Every table below lives in the per-process registry (see ``cluster.process``).
+# (caller key, skill) -> pool, per Ray session: handles of a previous ``ray.init`` are useless.
+_POOLS: Table[tuple[str, str], SubagentPool] = process_registry().table("handoffs.subagent_pools", per_session=True)
+# (caller key, run name) -> orchestrator actor: the runs whose managed-agent records follow
+# the replicas this process creates for that caller.
+_TRACKERS: Table[tuple[str, str], Any] = process_registry().table("handoffs.pool_trackers")
+# Keys of callers that are not ``PooledCaller``s (a digest of their pickle), weakly held.
+_CALLER_KEYS: WeakIdMap[str] = process_registry().weak_id_map("handoffs.caller_keys")
 
 
 def _caller_key(caller: Any) -> str:
-    key = getattr(caller, "pool_key", None)
-    if isinstance(key, str) and key:
-        return key
-    cached = _caller_keys.get(id(caller))
-    if cached is not None and cached[0] is caller:
-        return cached[1]
-    digest = hashlib.sha1(cloudpickle.dumps(caller)).hexdigest()[:12]
-    _caller_keys[id(caller)] = (caller, f"caller-{digest}")
-    return f"caller-{digest}"
-
-
-# caller key -> {run name: orchestrator actor handle}: the runs whose managed-agent records
-# follow the replicas this process creates for that caller.
-_trackers: dict[str, dict[str, Any]] = {}
+    if isinstance(caller, PooledCaller):
+        return caller.pool_key
+    key = _CALLER_KEYS.get(caller)
+    if key is None:
+        key = f"caller-{hashlib.sha1(cloudpickle.dumps(caller)).hexdigest()[:12]}"
+        _CALLER_KEYS.put(caller, key)
+    return key
 
 
 def track(caller: Any, run: str, orchestrator_actor: Any) -> None:
     """Record the pool replicas created in this process for ``caller`` as agents of ``run``."""
-    key = _caller_key(caller)
-    with _pools_lock:
-        _trackers.setdefault(key, {})[run] = orchestrator_actor
+    _TRACKERS.put((_caller_key(caller), run), orchestrator_actor)
 
 
 def untrack(run: str) -> None:
     """Stop reporting replicas to ``run`` (it was closed)."""
-    with _pools_lock:
-        for runs in _trackers.values():
-            runs.pop(run, None)
+    _TRACKERS.pop_where(lambda key: key[1] == run)
 
 
 def _trackers_of(key: str) -> list[Any]:
-    with _pools_lock:
-        return list(_trackers.get(key, {}).values())
+    return _TRACKERS.select(lambda k: k[0] == key)
 
 
 def pool_for(caller: Any, skill: str) -> SubagentPool:
     """The (process-wide) pool that serves ``skill`` for ``caller``."""
     key = _caller_key(caller)
-    session = ray.get_runtime_context().gcs_address
-    with _pools_lock:
-        pool = _pools.get((session, key, skill))
-        if pool is None:
-            options = getattr(caller, "pool_options", None)
-            replicas, num_cpus = options(skill) if callable(options) else (_DEFAULT_REPLICAS, 0.0)
-            pool = SubagentPool(caller, skill, key=key, replicas=replicas, num_cpus=num_cpus)
-            _pools[(session, key, skill)] = pool
-        return pool
 
+    def create() -> SubagentPool:
+        replicas, num_cpus = caller.pool_options(skill) if isinstance(caller, PooledCaller) else DEFAULT_POOL
+        return SubagentPool(caller, skill, key=key, replicas=replicas, num_cpus=num_cpus)
+
+    return _POOLS.get_or_create((key, skill), create)

@@ -1,4 +1,4 @@
-"""What a handoff needs to know about its run: one frozen ``HandoffSettings`` value.
+"""What a handoff needs to know about its run: one frozen ``HandoffSettings`` value, and the cap rules.
 
 Owns the contract between the orchestrator and the handoff functions. The orchestrator
 hands out a ``HandoffSettings`` (``HandoffTarget.handoff_settings()``); ``handoff`` and
@@ -11,7 +11,21 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["HandoffSettings", "HandoffTarget"]
+__all__ = ["HandoffSettings", "HandoffTarget", "DEFAULT_MAX_PARALLEL", "HARD_MAX_PARALLEL", "effective_max_parallel"]
+
+#: The parallel-handoff cap when none is set (or a value <= 0 is set).
+DEFAULT_MAX_PARALLEL = 4
+#: The ceiling ``set_max_parallel`` cannot exceed; larger values are clamped with a warning.
+#: Handoffs start LLM calls and tool invocations that are individually expensive, so
+#: unbounded fan-out is not a safe default for a runtime that composes third-party APIs.
+HARD_MAX_PARALLEL = 4
+
+
+def effective_max_parallel(requested: int) -> int:
+    """``<= 0`` -> the default; above the hard ceiling -> the ceiling."""
+    if requested <= 0:
+        return DEFAULT_MAX_PARALLEL
+    return min(requested, HARD_MAX_PARALLEL)
 
 
 @dataclass(frozen=True, slots=True)

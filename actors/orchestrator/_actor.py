@@ -23,6 +23,7 @@ import dataclasses
 import hmac
 import inspect
 import logging
+import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Awaitable, Callable
@@ -30,16 +31,16 @@ from typing import Any, Awaitable, Callable
 from pydantic import BaseModel
 
 from actors import telemetry
-from actors.orchestrator._change_log import ChangeLog
-from actors.orchestrator._json_clean import json_round_trip
-from actors.orchestrator.changes import Change, ChangeKind
-from actors.exceptions import OrchestratorClosed, VersionConflict, WriteRefused
-from cluster.connect import actor_was_restarted
-from actors.orchestrator.spec import OrchestratorStatistics, RunSpec
-from coordinators import AgentState, ContextSnapshot, StateTransition, reduce
-from actors.orchestrator._recovery import restore_or_create
 from actors.agents.registry import AgentRegistry
-from actors.orchestrator._recovery import journal_entry
+from actors.exceptions import HistoryCompacted, OrchestratorClosed, VersionConflict, WriteRefused
+from actors.orchestrator._change_log import ChangeLog
+from actors.orchestrator._history import read_history, retention_floor, state_at
+from actors.orchestrator._json_clean import json_round_trip
+from actors.orchestrator._recovery import journal_entry, restore_or_create
+from actors.orchestrator.changes import Change, ChangeKind
+from actors.orchestrator.spec import OrchestratorStatistics, RunSpec
+from cluster.connect import actor_was_restarted
+from coordinators import AgentState, ContextSnapshot, StateTransition, reduce
 
 __all__ = ["OrchestratorActor"]
 
@@ -134,6 +135,46 @@ class OrchestratorActor:
     async def max_parallel(self) -> int:
         return self._max_parallel_requested
 
+    async def history(self, since: int, until: int | None) -> list[Change]:
+        """Committed changes with ``since < version <= until`` (until None: the last committed)."""
+        committed = self._committed[0]
+        until = committed if until is None else until
+        if until > committed:
+            raise ValueError(f"history(until={until}): run {self._spec.display_name!r} is at version {committed}")
+        if since >= until:
+            return []
+        if self._store is None:
+            return self._history_in_memory(since, until)
+        store, name = self._store, self._name
+        return await self._run_io(lambda: read_history(store, name, since, until))
+
+    def _history_in_memory(self, since: int, until: int) -> list[Change]:
+        """A run without a store: the changes still held by the in-memory change log."""
+        kept = [c.model_copy(update={"seq": 0}) for c in self._log_of_changes.retained() if c.kind != "agent_state"]
+        earliest = kept[0].version - 1 if kept else self._committed[0]
+        if since < earliest:
+            raise HistoryCompacted(self._spec.display_name, since, earliest)
+        return [c for c in kept if since < c.version <= until]
+
+    async def state_at(self, version: int) -> BaseModel:
+        """The state exactly as committed at ``version``."""
+        committed, state = self._committed
+        if version > committed:
+            raise ValueError(f"version {version} of run {self._spec.display_name!r} is not committed (it is at {committed})")
+        if version == committed:
+            return state
+        if self._store is None:
+            raise HistoryCompacted(self._spec.display_name, version, committed)
+        store, name, state_type = self._store, self._name, type(state)
+        return await self._run_io(lambda: state_at(store, name, state_type, version))
+
+    async def mark_run(self, token: str, facts: dict[str, Any]) -> None:
+        """Record facts about the run in its store entry (e.g. ``status`` for ``soloist gc``)."""
+        self._check_token(token)
+        if self._store is not None:
+            store, name = self._store, self._name
+            await self._run_io(lambda: store.update_run_metadata(name, facts))
+
     async def describe(self) -> dict[str, Any]:
         """What another handle needs to work with this run (never the token)."""
         return {
@@ -142,6 +183,9 @@ class OrchestratorActor:
             "semaphore_scope": self._spec.semaphore_scope,
             "caller": self._spec.caller,
             "state_type": type(self._committed[1]),
+            "checkpoint_every": self._spec.checkpoint_every,
+            "keep_versions": self._spec.keep_versions,
+            "keep_days": self._spec.keep_days,
         }
 
     async def statistics(self) -> OrchestratorStatistics:
@@ -158,6 +202,7 @@ class OrchestratorActor:
             refused_writes=self._stats["refused"],
             max_parallel=self._max_parallel_requested,
             restarted=self._restarted,
+            pid=os.getpid(),
         )
 
     # ----------------------------------------------------------------- writes
@@ -342,8 +387,15 @@ class OrchestratorActor:
         version, state = self._committed
         if version > self._last_checkpoint and self._spec.checkpoint_every:
             self._store.put_checkpoint(self._name, version, state.model_dump(mode="json"))
-            self._store.compact(self._name)
+            self._compact(version)
             self._last_checkpoint = version
+
+    def _compact(self, version: int) -> None:
+        """Drop what the retention window no longer needs (on the I/O thread)."""
+
+        floor = retention_floor(self._store, self._name, version, self._spec.keep_versions, self._spec.keep_days)
+        if floor is not None:
+            self._store.compact(self._name, keep_from=floor)
 
     # --------------------------------------------------------------- internals
 
@@ -445,7 +497,7 @@ class OrchestratorActor:
 
         def write() -> None:
             store.put_checkpoint(name, version, state.model_dump(mode="json"))
-            store.compact(name)
+            self._compact(version)
 
         async def run() -> None:
             try:

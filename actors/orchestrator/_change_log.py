@@ -6,8 +6,8 @@ import asyncio
 import collections
 import time
 
-from actors.orchestrator.changes import Change
 from actors.exceptions import ChangesUnavailable, OrchestratorClosed
+from actors.orchestrator.changes import Change
 
 __all__ = ["ChangeLog"]
 
@@ -34,6 +34,10 @@ class ChangeLog:
         self._seq += 1
         self._events.append(change.model_copy(update={"seq": self._seq}))
         self._wake()
+
+    def retained(self) -> list[Change]:
+        """The events still held in memory, oldest first."""
+        return list(self._events)
 
     def close(self) -> None:
         self._closed = True

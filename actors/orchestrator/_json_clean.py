@@ -15,13 +15,11 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-__all__ = ["NotJsonClean", "json_round_trip"]
+from actors.exceptions import NotJsonClean
+
+__all__ = [ "json_round_trip"]
 
 M = TypeVar("M", bound=BaseModel)
-
-
-class NotJsonClean(ValueError):
-    """Raised when a state holds a value JSON cannot carry unchanged (``nan``, ``inf``)."""
 
 
 _ATOMS = (str, int, bool, type(None))

@@ -7,13 +7,14 @@ actor lives and how it survives crashes, and it never touches run state.
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from actors.orchestrator._actor import OrchestratorActor
 from actors.exceptions import OrchestratorNotFound
+from actors.orchestrator._actor import OrchestratorActor
 from actors.orchestrator.spec import RunSpec
 from cluster.connect import SOLOIST_NAMESPACE
 from cluster.storage import open_store
@@ -26,6 +27,39 @@ _RemoteOrchestrator = ray.remote(OrchestratorActor)
 def actor_name(run_name: str) -> str:
     """The Ray actor name of a named run, in the ``soloist`` namespace."""
     return f"soloist:orch:{run_name}"
+
+
+def lookup_live(name: str, timeout: float = 30.0) -> Any:
+    """The named orchestrator actor, or None when no actor holds the name.
+
+    Right after the driver that created a (non-detached) run dies, the name can still resolve
+    while Ray has already dropped that job's actor class, and ``ray.get_actor`` fails with an
+    ``AssertionError`` from inside Ray. The actor is being torn down: look again until the
+    name is free (or the actor is usable), so ``attach(name, store=...)`` can restart the run.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return ray.get_actor(actor_name(name), namespace=SOLOIST_NAMESPACE)
+        except ValueError:
+            return None
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise OrchestratorNotFound(
+                    f"orchestrator {name!r} belongs to a driver that exited and Ray has not released its name after "
+                    f"{timeout:.0f}s; try attach() again"
+                ) from None
+            time.sleep(0.1)
+
+
+def live_run_names() -> list[str]:
+    """The names of the runs whose orchestrator actor is alive on the connected cluster, sorted."""
+    prefix = actor_name("")
+    return sorted(
+        entry["name"][len(prefix):]
+        for entry in ray.util.list_named_actors(all_namespaces=True)
+        if entry.get("namespace") == SOLOIST_NAMESPACE and entry["name"].startswith(prefix)
+    )
 
 
 def start_actor(spec: RunSpec, *, detached: bool) -> Any:

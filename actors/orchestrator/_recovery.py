@@ -14,16 +14,22 @@ from typing import Any
 from pydantic import BaseModel
 
 from actors._pickling import pickled, unpickled
+from actors.agents.registry import load_agent_records
 from actors.orchestrator.changes import Change, ChangeKind
+from actors.orchestrator.spec import DEFAULT_KEEP_VERSIONS, RunSpec
 from cluster.connect import actor_was_restarted
-from actors.orchestrator.spec import RunSpec
-from cluster.storage import JournalEntry, JournalGap, RunInfo, Store, StoreCorrupted
+from cluster.storage import (
+    JournalEntry,
+    JournalGap,
+    RunInfo,
+    Store,
+    StoreCorrupted,
+    open_store,
+)
 from cluster.storage.diff import apply_diff, diff_states
 from coordinators import StateTransition, reduce
-from cluster.storage import open_store
-from actors.agents.registry import load_agent_records
 
-__all__ = ["journal_entry", "replay", "restore_or_create", "stored_run_spec"]
+__all__ = ["journal_entry", "replay", "replay_from", "restore_or_create", "stored_run_spec"]
 
 
 def journal_entry(
@@ -75,6 +81,9 @@ def restore_or_create(store: Store, spec: RunSpec) -> tuple[int, BaseModel, list
                     "max_parallel": spec.max_parallel,
                     "semaphore_scope": spec.semaphore_scope,
                     "checkpoint_every": spec.checkpoint_every,
+                    "keep_versions": spec.keep_versions,
+                    "keep_days": spec.keep_days,
+                    **spec.metadata,
                 },
             ),
             spec.initial.model_dump(mode="json"),
@@ -88,6 +97,13 @@ def replay(store: Store, run: str, state_type: type[BaseModel]) -> tuple[int, Ba
     journal entry. A gap, a damaged row or a state that does not validate raises the store's
     error naming the file and the entry; nothing is ever skipped."""
     checkpoint, entries = store.load(run)
+    return replay_from(store, run, state_type, checkpoint, entries)
+
+
+def replay_from(
+    store: Store, run: str, state_type: type[BaseModel], checkpoint: Any, entries: list[JournalEntry]
+) -> tuple[int, BaseModel, list[tuple[str, int]], list[Change]]:
+    """Replay ``entries`` on ``checkpoint``: the state at the last entry's version."""
     state = _validated(state_type, checkpoint.state, store, f"checkpoint at version {checkpoint.version}")
     version = checkpoint.version
     requests: list[tuple[str, int]] = []
@@ -149,6 +165,8 @@ def stored_run_spec(store_spec: Any, name: str, durability: str) -> RunSpec:
             caller=_unpickled(meta["caller"], "caller", store.path),
             semaphore_scope=str(meta.get("semaphore_scope") or f"orch:{name}"),
             checkpoint_every=int(meta.get("checkpoint_every", 1_000)),
+            keep_versions=meta.get("keep_versions", DEFAULT_KEEP_VERSIONS),
+            keep_days=meta.get("keep_days"),
         )
     finally:
         if store is not store_spec:

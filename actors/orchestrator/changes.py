@@ -20,7 +20,9 @@ class Change(BaseModel):
     """A committed change, in commit order.
 
     ``version`` is the state version after the change; ``transitions`` is None when an
-    ``fn`` ran. ``seq`` orders every event of the run, agent events included.
+    ``fn`` ran. ``seq`` orders every event of the run, agent events included. Changes read
+    back with ``Orchestrator.history`` also carry the ``request_id`` they were committed
+    with and, for an ``fn``, the JSON ``diff`` it made to the state.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -31,3 +33,5 @@ class Change(BaseModel):
     transitions: tuple[StateTransition, ...] | None = None
     at: float
     agent: dict[str, Any] | None = None
+    request_id: str | None = None
+    diff: Any = None

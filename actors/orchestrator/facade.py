@@ -13,36 +13,46 @@ import logging
 import secrets
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable
-from typing import Any, Callable, Generic, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Iterable
+from typing import Any, Callable, Concatenate, Generic, ParamSpec, TypeVar
 
 import ray
 from pydantic import BaseModel
 
 from actors import telemetry
-from actors.orchestrator._json_clean import json_round_trip
-from actors.orchestrator._launch import actor_name, prepare_store, start_actor, stored_token, translate_creation_error
-from actors.orchestrator.changes import Change
 from actors._pickle_check import explain_unpicklable
-from actors.exceptions import NotPicklable, OrchestratorClosed, OrchestratorNotFound, WriteRefused
+from actors.exceptions import NotPicklable, OrchestratorClosed, OrchestratorNotFound, VersionConflict, WriteRefused
 from actors.handoffs._permits import release_idle_permits
 from actors.handoffs.pools import track, untrack
-from actors.handoffs.settings import HandoffSettings
-from actors.orchestrator.spec import DURABILITY_MODES, OrchestratorStatistics, RunSpec
-from cluster.connect import SOLOIST_NAMESPACE, ensure_connected
-from coordinators import ContextSnapshot, StateTransition, TransitionBatch
+from actors.handoffs.settings import (
+    DEFAULT_MAX_PARALLEL,
+    HARD_MAX_PARALLEL,
+    HandoffSettings,
+    effective_max_parallel,
+)
+from actors.orchestrator._actor import OrchestratorActor
+from actors.orchestrator._json_clean import json_round_trip
+from actors.orchestrator._launch import (
+    actor_name,
+    live_run_names,
+    lookup_live,
+    prepare_store,
+    start_actor,
+    stored_token,
+    translate_creation_error,
+)
 from actors.orchestrator._recovery import stored_run_spec
+from actors.orchestrator.changes import Change
+from actors.interrupts import Interrupt, answer_batch, read_record
+from actors.orchestrator.spec import DEFAULT_KEEP_VERSIONS, DURABILITY_MODES, OrchestratorStatistics, RunSpec
+from cluster.connect import ensure_connected
+from coordinators import ContextSnapshot, StateTransition, TransitionBatch
 
 __all__ = ["Orchestrator", "DEFAULT_MAX_PARALLEL", "HARD_MAX_PARALLEL", "actor_name"]
 
 S = TypeVar("S", bound=BaseModel)
-
-#: The parallel-handoff cap when none is set (or a value <= 0 is set).
-DEFAULT_MAX_PARALLEL = 4
-#: The ceiling ``set_max_parallel`` cannot exceed; larger values are clamped with a warning.
-#: Handoffs start LLM calls and tool invocations that are individually expensive, so
-#: unbounded fan-out is not a safe default for a runtime that composes third-party APIs.
-HARD_MAX_PARALLEL = 4
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _POLL_SECONDS = 10.0
 _UNAVAILABLE_RETRY_SECONDS = 120.0
@@ -87,6 +97,9 @@ class Orchestrator(Generic[S]):
     object); None keeps the state in memory only. ``durability`` is ``"sync"``, ``"batch"``
     or ``"exit"``. ``name`` makes the run findable by ``Orchestrator.attach`` from other
     processes. The constructor is synchronous and starts an embedded Ray on first use.
+    ``keep_versions`` / ``keep_days`` set the retention window of a durable run's journal:
+    checkpoint compaction keeps at least the last N versions / the last D days readable by
+    ``history`` and ``fork`` (with both, the stricter wins; both None keeps everything).
     """
 
     def __init__(
@@ -101,6 +114,9 @@ class Orchestrator(Generic[S]):
         semaphore_scope: str | None = None,
         checkpoint_every: int = 1_000,
         detached: bool = False,
+        keep_versions: int | None = DEFAULT_KEEP_VERSIONS,
+        keep_days: float | None = None,
+        _metadata: dict[str, Any] | None = None,
     ) -> None:
         _check_state(initial)
         if durability not in DURABILITY_MODES:
@@ -112,6 +128,7 @@ class Orchestrator(Generic[S]):
         if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int) or checkpoint_every < 0:
             raise ValueError(f"checkpoint_every must be an int >= 0 (0 disables checkpoints), got {checkpoint_every!r}")
         _check_max_parallel(max_parallel)
+        _check_retention(keep_versions, keep_days)
         if caller is not None and not callable(getattr(caller, "call_tool", None)):
             raise TypeError(f"caller must implement the ToolCaller protocol (async call_tool(name, arguments)), got {type(caller).__name__}")
         ensure_connected()
@@ -128,6 +145,9 @@ class Orchestrator(Generic[S]):
             caller=caller,
             semaphore_scope=semaphore_scope or f"orch:{run_name}",
             checkpoint_every=checkpoint_every,
+            keep_versions=keep_versions,
+            keep_days=keep_days,
+            metadata=_metadata or {},
         )
         try:
             handle = start_actor(spec, detached=detached)
@@ -167,7 +187,7 @@ class Orchestrator(Generic[S]):
 
     def _wait_ready(self) -> None:
         try:
-            ray.get(self._actor.version.remote())
+            ray.get(self._remote(OrchestratorActor.version).remote())
         except ray.exceptions.RayError as exc:
             raise translate_creation_error(exc, self._name) from None
 
@@ -183,7 +203,7 @@ class Orchestrator(Generic[S]):
         ensure_connected()
         if store is not None and token is None:
             token = stored_token(store, name)
-        handle = _lookup_live(name)
+        handle = lookup_live(name)
         if handle is None:
             if store is None:
                 raise OrchestratorNotFound(
@@ -197,9 +217,20 @@ class Orchestrator(Generic[S]):
                 raise OrchestratorNotFound(f"orchestrator {name!r} is no longer running; pass store=... to restart it") from None
             return cls._restart_from_store(name, store, durability, token)
 
+    @staticmethod
+    def list_live() -> list[str]:
+        """The names of the orchestrators alive on the connected cluster (started with ``name=``), sorted.
+
+        Connects first if nothing is connected, like the constructor. Attach one with
+        ``Orchestrator.attach(name)``; a run may close between the two calls
+        (``OrchestratorNotFound``).
+        """
+        ensure_connected()
+        return live_run_names()
+
     @classmethod
     def _wrap(cls, handle: Any, name: str, token: str | None) -> "Orchestrator[Any]":
-        info = ray.get(handle.describe.remote())
+        info = ray.get(getattr(handle, OrchestratorActor.describe.__name__).remote())
         self = cls.__new__(cls)
         self._init_handle(handle, name, token, caller=info["caller"], state_type=info["state_type"],
                           max_parallel=info["max_parallel"], semaphore_scope=info["semaphore_scope"], durable=True)
@@ -248,6 +279,7 @@ class Orchestrator(Generic[S]):
 
     @property
     def caller(self) -> Any:
+        """The ``ToolCaller`` this run hands off through (None without one)."""
         return self._caller
 
     @property
@@ -255,25 +287,9 @@ class Orchestrator(Generic[S]):
         return self._token is None
 
     @property
-    def semaphore_scope(self) -> str:
-        return self._semaphore_scope
-
-    @property
     def max_parallel(self) -> int:
         """The effective parallel-handoff cap: ``set_max_parallel`` normalised and clamped."""
         return effective_max_parallel(self._max_parallel)
-
-    @property
-    def requested_max_parallel(self) -> int:
-        return self._max_parallel
-
-    @property
-    def logger(self) -> logging.LoggerAdapter[logging.Logger]:
-        return self._logger
-
-    @property
-    def tracer(self) -> Any:
-        return self._tracer
 
     def handoff_settings(self) -> HandoffSettings:
         """What ``handoff``/``parallel_handoff`` need of this run, as one frozen value."""
@@ -295,24 +311,24 @@ class Orchestrator(Generic[S]):
     async def versioned_snapshot(self) -> tuple[int, S]:
         """``(version, state)`` read together, for compare-and-set loops."""
         started = time.perf_counter()
-        result = await self._call("snapshot")
+        result = await self._call(OrchestratorActor.snapshot)
         telemetry.record_snapshot(self._name, time.perf_counter() - started)  # the round trip callers wait for
         return result
 
     async def version(self) -> int:
-        return await self._call("version")
+        return await self._call(OrchestratorActor.version)
 
     async def context(self) -> ContextSnapshot:
         """A deeply immutable ``ContextSnapshot`` of the committed ``AgentState``."""
-        return await self._call("context")
+        return await self._call(OrchestratorActor.context)
 
     async def statistics(self) -> OrchestratorStatistics:
-        return await self._call("statistics")
+        return await self._call(OrchestratorActor.statistics)
 
     async def refresh_max_parallel(self) -> int:
         """Read the run's cap from the actor (another process may have changed it)."""
         try:
-            self._max_parallel = await asyncio.wait_for(self._actor.max_parallel.remote(), _CAP_READ_SECONDS)
+            self._max_parallel = await asyncio.wait_for(self._remote(OrchestratorActor.max_parallel).remote(), _CAP_READ_SECONDS)
         except (ray.exceptions.RayError, asyncio.TimeoutError):
             pass  # restarting or gone: keep the cached cap; the cluster semaphore still caps at 4
         return self.max_parallel
@@ -325,7 +341,7 @@ class Orchestrator(Generic[S]):
         last_version = since
         while True:
             try:
-                batch: list[Change] = await self._call("changes", cursor, last_version, _POLL_SECONDS)
+                batch: list[Change] = await self._call(OrchestratorActor.changes, cursor, last_version, _POLL_SECONDS)
             except OrchestratorClosed:
                 return
             for change in batch:
@@ -349,7 +365,7 @@ class Orchestrator(Generic[S]):
         if not callable(fn):
             raise TypeError(f"apply() takes a callable, got {type(fn).__name__}")
         self._require_owner("apply()")
-        return await self._call("apply_fn", self._token, _request_id(request_id), fn)
+        return await self._call(OrchestratorActor.apply_fn, self._token, _request_id(request_id), fn)
 
     async def apply_batch(
         self, batch: TransitionBatch | Iterable[StateTransition], *, expected_version: int | None = None,
@@ -369,18 +385,94 @@ class Orchestrator(Generic[S]):
         if expected_version is not None and (isinstance(expected_version, bool) or not isinstance(expected_version, int)):
             raise TypeError(f"expected_version must be an int or None, got {type(expected_version).__name__}")
         self._require_owner("apply_batch()")
-        return await self._call("apply_batch", self._token, _request_id(request_id), transitions, expected_version)
+        return await self._call(OrchestratorActor.apply_batch, self._token, _request_id(request_id), transitions, expected_version)
+
+    # ------------------------------------------------- history, forks, interrupts
+
+    async def history(self, since: int = 0, until: int | None = None) -> list[Change]:
+        """Committed changes with ``since < version <= until`` (None: up to the last one), from
+        the journal, in order. ``HistoryCompacted`` names the earliest version still kept when
+        retention removed older ones (a run without a store: what its memory still holds)."""
+        _check_version("since", since)
+        if until is not None:
+            _check_version("until", until)
+        return await self._call(OrchestratorActor.history, since, until)
+
+    async def state_at(self, version: int) -> S:
+        """The state exactly as it was committed at ``version`` (``HistoryCompacted`` if too old)."""
+        _check_version("version", version)
+        return await self._call(OrchestratorActor.state_at, version)
+
+    async def fork(self, new_name: str, *, at_version: int, store: Any = None) -> "Orchestrator[S]":
+        """A new run named ``new_name`` whose state is exactly this run's state at ``at_version``.
+
+        The new run starts at version 0 with that state, the same caller, cap and retention;
+        it lives in ``store`` (default: this run's store file; None for a run without one).
+        This run and its journal are untouched, and later writes to either run never reach
+        the other. Its store entry records ``forked_from`` and ``forked_at``.
+        """
+        if not isinstance(new_name, str) or not new_name.strip():
+            raise ValueError(f"fork() needs a non-empty new_name, got {new_name!r}")
+        if new_name == self._name:
+            raise ValueError(f"fork() needs a name other than the run's own ({new_name!r})")
+        _check_version("at_version", at_version)
+        state = await self.state_at(at_version)
+        stats = await self.statistics()
+        if store is None:
+            store = stats.store
+        info = await self._call(OrchestratorActor.describe)
+        return await asyncio.to_thread(
+            Orchestrator, state, caller=self._caller, name=new_name, store=store, durability=stats.durability,
+            max_parallel=self._max_parallel, checkpoint_every=info.get("checkpoint_every", 1_000),
+            keep_versions=info.get("keep_versions", DEFAULT_KEEP_VERSIONS), keep_days=info.get("keep_days"),
+            _metadata={"forked_from": self._name, "forked_at": at_version},
+        )
+
+    async def interrupts(self) -> list[Interrupt]:
+        """The open interrupts of the run (oldest first); [] when nothing waits for an answer."""
+        _, state = await self.versioned_snapshot()
+        record = read_record(state)
+        return record.open_interrupts() if record is not None else []
+
+    async def answer(self, interrupt_id: str, *, approve: bool, reason: str | None = None) -> int:
+        """Answer one open interrupt; return the version that records the answer.
+
+        Approving a held turn applies its transitions in that version; rejecting tool calls
+        closes them with an error result carrying ``reason``. The run moves on when it is
+        resumed (``Run.resume``, ``soloist run --resume``). An interrupt that is not open here
+        (unknown, another run's, already answered) raises ``InterruptNotOpen`` (a subclass
+        says which) and nothing is written.
+        """
+        if not isinstance(interrupt_id, str) or not interrupt_id:
+            raise TypeError(f"answer() takes the interrupt's id (a string), got {interrupt_id!r}")
+        if not isinstance(approve, bool):
+            raise TypeError(f"answer(approve=...) takes True or False, got {approve!r}")
+        if reason is not None and not isinstance(reason, str):
+            raise TypeError(f"answer(reason=...) takes a string or None, got {type(reason).__name__}")
+        self._require_owner("answer()")
+        while True:
+            version, state = await self.versioned_snapshot()
+            batch = answer_batch(self._name, read_record(state), interrupt_id, approve, reason, version + 1)
+            try:
+                return await self.apply_batch(batch, expected_version=version)
+            except VersionConflict:
+                continue  # a write landed in between: check the interrupt again on the new state
+
+    async def _mark_run(self, **facts: Any) -> None:
+        """Runtime bookkeeping (runs): facts kept in the run's store entry (status for gc)."""
+        self._require_owner("_mark_run()")
+        await self._call(OrchestratorActor.mark_run, self._token, facts)
 
     # -------------------------------------------------------- managed agents
 
     async def agents(self) -> list[dict[str, Any]]:
         """Every managed agent of the run (subagent replicas, coordinators) as ``to_payload`` dicts."""
-        return await self._call("agents")
+        return await self._call(OrchestratorActor.agents)
 
     async def agent_handle(self, agent_id: str) -> Any:
         """The live actor handle of an agent; after a restart it is re-created from its stored
         record on first use (concurrent first uses create it once)."""
-        return await self._call("agent_handle", agent_id)
+        return await self._call(OrchestratorActor.agent_handle, agent_id)
 
     def set_max_parallel(self, n: int) -> None:
         """Set the parallel-handoff cap for every handle of this run.
@@ -391,7 +483,7 @@ class Orchestrator(Generic[S]):
         _check_max_parallel(n)
         self._require_owner("set_max_parallel()")
         # Waits for the actor, so every handle in every process sees the new cap from now on.
-        ray.get(self._actor.set_max_parallel.remote(self._token, n), timeout=60)
+        ray.get(self._remote(OrchestratorActor.set_max_parallel).remote(self._token, n), timeout=60)
         self._max_parallel = n
 
     def set_logger(self, logger: logging.Logger | None) -> None:
@@ -415,17 +507,17 @@ class Orchestrator(Generic[S]):
         untrack(self._name)
         release_idle_permits(self._semaphore_scope)
         try:
-            await self._call("close", self._token)
+            await self._call(OrchestratorActor.close, self._token)
         finally:
             ray.kill(self._actor, no_restart=True)
 
     async def _agent_created(self, agent_id: str, kind: str, config: Any, handle: Any) -> None:
         """Runtime bookkeeping (run loops): an actor of the run was (re-)created."""
-        await self._call("agent_created", agent_id, kind, config, handle)
+        await self._call(OrchestratorActor.agent_created, agent_id, kind, config, handle)
 
     async def _agent_changed(self, agent_id: str, lifecycle: str, last_error: str | None = None) -> None:
         """Runtime bookkeeping (run loops): an agent of the run changed lifecycle."""
-        await self._call("agent_changed", agent_id, lifecycle, last_error)
+        await self._call(OrchestratorActor.agent_changed, agent_id, lifecycle, last_error)
 
     # ------------------------------------------------------------- internals
 
@@ -438,12 +530,20 @@ class Orchestrator(Generic[S]):
                 "(it was shipped to another process or attached without the store)"
             )
 
-    async def _call(self, method: str, *args: Any) -> Any:
+    def _remote(self, method: Callable[..., Any]) -> Any:
+        """The actor's remote method for ``method``, a function of ``OrchestratorActor``
+        (named by reference, so a rename fails at import and type-check time, not at run time)."""
+        return getattr(self._actor, method.__name__)
+
+    async def _call(
+        self, method: Callable[Concatenate[OrchestratorActor, P], Awaitable[R]], *args: P.args, **kwargs: P.kwargs
+    ) -> R:
+        """Call ``method`` on the actor; actor-side errors arrive as their own type, a restart is retried."""
         deadline = asyncio.get_running_loop().time() + _UNAVAILABLE_RETRY_SECONDS
         delay = 0.05
         while True:
             try:
-                return await getattr(self._actor, method).remote(*args)
+                return await self._remote(method).remote(*args, **kwargs)
             except ray.exceptions.RayTaskError as exc:
                 cause = exc.cause if isinstance(exc.cause, BaseException) else None
                 if cause is None:
@@ -459,27 +559,16 @@ class Orchestrator(Generic[S]):
                 raise OrchestratorClosed(f"orchestrator {self._name!r} is not running: {exc.error_msg if hasattr(exc, 'error_msg') else exc}") from exc
 
 
-def _lookup_live(name: str, timeout: float = 30.0) -> Any:
-    """The named orchestrator actor, or None when no actor holds the name.
+def _check_version(what: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{what} must be a version (an int >= 0), got {value!r}")
 
-    Right after the driver that created a (non-detached) run dies, the name can still resolve
-    while Ray has already dropped that job's actor class, and ``ray.get_actor`` fails with an
-    ``AssertionError`` from inside Ray. The actor is being torn down: look again until the
-    name is free (or the actor is usable), so ``attach(name, store=...)`` can restart the run.
-    """
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return ray.get_actor(actor_name(name), namespace=SOLOIST_NAMESPACE)
-        except ValueError:
-            return None
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise OrchestratorNotFound(
-                    f"orchestrator {name!r} belongs to a driver that exited and Ray has not released its name after "
-                    f"{timeout:.0f}s; try attach() again"
-                ) from None
-            time.sleep(0.1)
+
+def _check_retention(keep_versions: Any, keep_days: Any) -> None:
+    if keep_versions is not None and (isinstance(keep_versions, bool) or not isinstance(keep_versions, int) or keep_versions < 1):
+        raise ValueError(f"keep_versions must be an int >= 1 or None (keep every version), got {keep_versions!r}")
+    if keep_days is not None and (isinstance(keep_days, bool) or not isinstance(keep_days, (int, float)) or not keep_days > 0):
+        raise ValueError(f"keep_days must be a number > 0 or None (no age limit), got {keep_days!r}")
 
 
 def _request_id(request_id: str | None) -> str:
@@ -488,13 +577,6 @@ def _request_id(request_id: str | None) -> str:
     if not isinstance(request_id, str) or not request_id.strip():
         raise ValueError(f"request_id must be a non-empty string or None, got {request_id!r}")
     return request_id
-
-
-def effective_max_parallel(requested: int) -> int:
-    """``<= 0`` -> the default; above the hard ceiling -> the ceiling."""
-    if requested <= 0:
-        return DEFAULT_MAX_PARALLEL
-    return min(requested, HARD_MAX_PARALLEL)
 
 
 class _ComponentLogger(logging.LoggerAdapter):  # type: ignore[type-arg]

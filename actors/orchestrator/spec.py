@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
-from cluster.storage import open_store
 
-__all__ = ["Durability", "RunSpec", "OrchestratorStatistics", "DURABILITY_MODES"]
+from cluster.storage import Durability, open_store
 
-Durability = Literal["sync", "batch", "exit"]
-DURABILITY_MODES: tuple[str, ...] = ("sync", "batch", "exit")
+__all__ = ["RunSpec", "OrchestratorStatistics", "DURABILITY_MODES", "DEFAULT_KEEP_VERSIONS"]
+
+#: Versions kept readable by default (history, fork): bounded, so a long run's store is too.
+DEFAULT_KEEP_VERSIONS = 10_000
+
+DURABILITY_MODES: tuple[str, ...] = get_args(Durability)
 
 
 class RunSpec(BaseModel):
@@ -31,6 +34,12 @@ class RunSpec(BaseModel):
     caller: Any = None
     semaphore_scope: str
     checkpoint_every: int = 1_000
+    keep_versions: int | None = DEFAULT_KEEP_VERSIONS
+    """Retention: at least this many latest versions stay readable (history, fork); None: no limit."""
+    keep_days: float | None = None
+    """Retention: versions younger than this many days stay readable; None: no limit."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """Extra JSON-clean facts stored with a new run (e.g. which run it was forked from)."""
     logger_name: str = "soloist.orchestrator"
 
     @property
@@ -66,3 +75,5 @@ class OrchestratorStatistics(BaseModel):
     refused_writes: int
     max_parallel: int
     restarted: bool
+    pid: int = 0
+    """The process id of the orchestrator actor (changes when it restarts)."""

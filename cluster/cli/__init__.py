@@ -7,6 +7,9 @@ The only part of ``cluster`` that imports ``actors`` and the built-in exploratio
 """
 
 from cluster.cli.json_stdout import stdout_reserved
+from cluster.cli.bench import render_table, write_outputs
+from cluster.cli.explore import code_skill_registry, explore
 from cluster.cli.main import build_parser, main
+from cluster.cli.status import collect_status
 
-__all__ = ["main", "build_parser", "stdout_reserved"]
+__all__ = ["main", "build_parser", "explore", "code_skill_registry", "collect_status", "render_table", "write_outputs", "stdout_reserved"]

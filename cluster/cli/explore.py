@@ -1,7 +1,8 @@
 """The main job: a multi-agent exploration run over a code base (``soloist run``).
 
 Wires the four built-in coordinators, the code skills and one orchestrator together and
-drives them with the run loop. Library code, so the command line stays a thin shell.
+drives them with the public ``Run`` API (the exploration is one user of it, nothing more).
+Library code, so the command line stays a thin shell.
 """
 
 from __future__ import annotations
@@ -12,16 +13,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from actors import Orchestrator, SkillRegistry
+from actors import Orchestrator, Run, RunEvent, RunOutcome, SkillRegistry
 from actors.builtin import CODE_SKILLS
-from actors.run import RunEvent, RunLoop, RunOutcome
-from coordinators import AgentState, TransitionBatch
-from coordinators.builtin import DEFAULT_FIRST, default_coordinators
 from actors.callers.composite import CompositeCaller
 from actors.callers.llm import LlmCaller
+from coordinators import AgentState, TransitionBatch
+from coordinators.builtin import DEFAULT_FIRST, default_coordinators
 from coordinators.builtin.model import llm_coordinators
 
-__all__ = ["ExplorationRun", "code_skill_registry", "explore"]
+__all__ = ["ExplorationRun", "code_skill_registry", "explore", "resume_run"]
 
 
 class ExplorationRun(BaseModel):
@@ -89,9 +89,32 @@ async def explore(
             coordinators = {c.name: c for c in llm_coordinators()}
         else:
             coordinators = {c.name: c for c in default_coordinators()}
-        loop = RunLoop(orch, coordinators, first=DEFAULT_FIRST, fallback="coordination", safety="safety",
-                       max_turns=max_turns, on_event=on_event)
-        outcome = await loop.run(task)
+        run = Run(orch, coordinators, first=DEFAULT_FIRST, fallback="coordination", vetting="safety",
+                  max_turns=max_turns, on_event=on_event)
+        outcome = await run.run(task)
     finally:
         await orch.close()
     return ExplorationRun(run=orch.name, task=task, root=real_root, store=store, outcome=outcome)
+
+
+async def resume_run(
+    name: str,
+    store: str,
+    *,
+    durability: str = "sync",
+    max_turns: int | None = None,
+    on_event: Callable[[RunEvent], None] | None = None,
+) -> ExplorationRun:
+    """Continue a stored run (any run started by ``Run.run``, the exploration included) from
+    exactly where it stopped: after approvals were answered, or after its driver died."""
+    orch = Orchestrator.attach(name, store=store, durability=durability)
+    try:
+        run = await Run.restore(orch, on_event=on_event, max_turns=max_turns)
+        outcome = await run.resume()
+        ctx = await orch.context()
+        record = ctx.get_state("soloist.run") or {}
+        task = str(record.get("message", ""))
+        root = str(ctx.get_state("root", "") or "")
+    finally:
+        await orch.close()
+    return ExplorationRun(run=name, task=task, root=root, store=store, outcome=outcome)

@@ -1,7 +1,8 @@
 """``soloist``: the command line, a thin shell over the library.
 
 Exit codes: 0 the run completed, 1 it failed or stopped early (the reason is printed),
-2 bad arguments, 130 interrupted (Ctrl-C: in-flight handoffs are cancelled first).
+2 bad arguments, 3 the run waits for approval (soloist approve, then soloist run --resume),
+130 interrupted (Ctrl-C: in-flight handoffs are cancelled first).
 """
 
 from __future__ import annotations
@@ -11,22 +12,25 @@ import asyncio
 import os
 import sys
 import time
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
 import ray
 from rich.console import Console
 
+from actors.callers.llm import LlmConfig, LlmConfigError
+from cluster.cli.bench import add_bench_command
 from cluster.cli.json_stdout import stdout_reserved
-from cluster.connect import connect
 from cluster.local_cluster import joinable, local_cluster, record_path, start_local_cluster, stop_local_cluster
 from cluster.cli.explore import explore
 from cluster.cli.report import LiveProgress, render_report
-from cluster.cli.bench import add_bench_command
-from actors.callers.llm import LlmConfig, LlmConfigError
-from cluster.metrics import serve_metrics
+from cluster.cli.runs import add_run_commands, report_waiting, resume_command
 from cluster.cli.status import collect_status, render_status
+from cluster.cli.ui import add_ui_command, start_run_page
+from cluster.connect import connect
 from cluster.logs import configure_logging
+from cluster.metrics import serve_metrics
 
 __all__ = ["main", "build_parser"]
 
@@ -72,14 +76,17 @@ def build_parser() -> argparse.ArgumentParser:
         description="Explore ROOT for TASK: classify it, search and read the code through subagents "
         "(at most --max-parallel in flight), follow imports, and report file:line findings. Offline.",
     )
-    run.add_argument("task", help='what to find, e.g. "where is `connect` defined and who imports it?"')
+    run.add_argument("task", nargs="?", default=None, help='what to find, e.g. "where is `connect` defined and who imports it?"')
+    run.add_argument("--resume", default=None, metavar="RUN",
+                     help="continue the stored run RUN (with --store) exactly where it stopped, instead of a new task")
     run.add_argument("--root", default=".", help="the directory to explore (default: the current one)")
     run.add_argument("--store", default=None, metavar="PATH", help="a SQLite file to journal the run in (default: memory only)")
     run.add_argument("--durability", choices=("sync", "batch", "exit"), default="sync", help="journal mode with --store (default: sync)")
     run.add_argument("--name", default=None, help="name the run (to attach to it or find it in `soloist status`)")
-    run.add_argument("--max-turns", type=_positive_int, default=40, help="stop after this many coordinator turns (default: 40)")
+    run.add_argument("--max-turns", type=_positive_int, default=None, help="stop after this many coordinator turns (default: 40)")
     run.add_argument("--max-parallel", type=int, default=4, help="handoffs in flight (<= 0 means 4; above 4 is clamped to 4)")
     run.add_argument("--json", action="store_true", help="print the outcome as JSON on stdout instead of the report")
+    run.add_argument("--ui", action="store_true", help="serve the run's web page from this process and print its URL")
     run.add_argument("--metrics-port", type=_port, default=None, metavar="PORT", help="serve Prometheus metrics on http://0.0.0.0:PORT/metrics")
     run.add_argument("--provider", choices=("offline", "openai-compatible"), default="offline",
                      help="offline (default): rules only; openai-compatible: a model classifies the task and narrates the summary")
@@ -97,6 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="print JSON instead of tables")
     _add_connection_args(status)
     status.set_defaults(handler=_cmd_status)
+
+    add_run_commands(sub, _add_connection_args)
 
     up = sub.add_parser("up", help="start a local Ray cluster that `soloist run` joins (skips Ray's start-up on every run)",
                         description="Start a local Ray cluster for soloist and record it; `soloist run` and `soloist status` "
@@ -117,13 +126,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_optional_commands(sub: Any) -> None:
-    """Commands that live in their own modules (benchmarks)."""
+    """Commands that live in their own modules (the runs page, benchmarks)."""
+    add_ui_command(sub, add_connection_args=_add_connection_args)
     add_bench_command(sub)
 
 
 def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     started = time.perf_counter()
-    if not args.task.strip():
+    args.max_turns_given = args.max_turns
+    if args.resume is not None:
+        if args.task is not None:
+            err.print("[red]soloist run: give a TASK or --resume RUN, not both[/]")
+            return EXIT_USAGE
+        return resume_command(args, out, err)
+    if args.task is None or not args.task.strip():
         err.print("[red]soloist run: the task is empty; say what to look for[/]")
         return EXIT_USAGE
     if not os.path.isdir(args.root):
@@ -149,17 +165,24 @@ def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         startup = time.perf_counter() - started
         if args.metrics_port is not None:
             serve_metrics(args.metrics_port)
+        name = args.name
+        page = None
+        if args.ui:
+            name = name or f"run-{uuid.uuid4().hex[:12]}"
+            page = start_run_page(name, err, store=args.store)
 
         async def go() -> Any:
             progress = LiveProgress(err, args.task)
             with progress:
-                return await explore(args.task, args.root, name=args.name, store=args.store, durability=args.durability,
-                                     max_turns=args.max_turns, max_parallel=args.max_parallel, on_event=progress.update,
-                                     llm=llm)
+                return await explore(args.task, args.root, name=name, store=args.store, durability=args.durability,
+                                     max_turns=args.max_turns or 40, max_parallel=args.max_parallel,
+                                     on_event=progress.update, llm=llm)
 
         try:
             run = asyncio.run(go())
         finally:
+            if page is not None:
+                page.close()
             if args.json and not was_connected:
                 ray.shutdown()  # nothing of Ray's may print after the document
         run = run.model_copy(update={"startup_seconds": round(startup, 3), "cluster": how, "cluster_address": info.address})
@@ -167,12 +190,7 @@ def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
             reserved.write_document(run.model_dump_json(indent=2))
         else:
             render_report(out, run)
-    if run.outcome.status == "cancelled":
-        return EXIT_INTERRUPTED
-    if run.outcome.status != "complete":
-        err.print(f"[yellow]soloist run: the run did not complete: {run.outcome.reason}[/]")
-        return EXIT_FAILED
-    return EXIT_OK
+    return report_waiting(run.outcome, run.run, args.store, err)
 
 
 def _cmd_status(args: argparse.Namespace, out: Console, err: Console) -> int:

@@ -10,14 +10,14 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from actors.run import RunEvent
+from actors import RunEvent
 from cluster.cli.explore import ExplorationRun
 
 __all__ = ["LiveProgress", "render_report", "timing_line"]
 
 
 class LiveProgress:
-    """A one-panel live view of a run: turn, stage, coordinator, handoffs, findings.
+    """A one-panel live view of a run: turn, stage, coordinator, handoffs, confidence.
 
     On a terminal the panel redraws in place; elsewhere (CI logs, pipes) each event is one
     plain line, so progress stays readable and greppable.
@@ -45,7 +45,7 @@ class LiveProgress:
             return
         self._console.print(
             f"turn {event.turn} | stage {event.stage} | {event.coordinator} | in flight {event.handoffs_in_flight} | "
-            f"handoffs {event.handoffs_total} | findings {event.findings} | version {event.version}",
+            f"handoffs {event.handoffs_total} | confidence {_confidence(event)} | version {event.version}",
             markup=False, highlight=False, soft_wrap=True,
         )
 
@@ -61,7 +61,7 @@ class LiveProgress:
             table.add_row("coordinator", event.coordinator)
             table.add_row("handoffs in flight", str(event.handoffs_in_flight))
             table.add_row("handoffs done", str(event.handoffs_total))
-            table.add_row("findings", str(event.findings))
+            table.add_row("confidence", _confidence(event))
             table.add_row("version", str(event.version))
             if event.reasoning:
                 table.add_row("reasoning", Text(event.reasoning, overflow="fold"))
@@ -172,3 +172,7 @@ def timing_line(run: ExplorationRun) -> str:
     }.get(run.cluster or "", "")
     startup = f"start-up {run.startup_seconds:.1f}s" if run.startup_seconds is not None else "start-up not measured"
     return f"{startup}, run {run.outcome.wall_seconds:.1f}s" + (f"; {how}" if how else "")
+
+
+def _confidence(event: RunEvent) -> str:
+    return "-" if event.confidence is None else f"{event.confidence:.2f}"

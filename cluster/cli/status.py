@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+from ray.exceptions import RayError
 from rich.console import Console
 from rich.table import Table
-from cluster.storage import SqliteStore
-import ray
-from actors.orchestrator.facade import actor_name
-from cluster.connect import SOLOIST_NAMESPACE
+
+from actors import Orchestrator, OrchestratorClosed, OrchestratorNotFound
 from cluster.connect import connect
+from cluster.storage import SqliteStore
 
 __all__ = ["RunStatusRow", "StatusReport", "collect_status", "render_status"]
 
@@ -26,6 +27,8 @@ class RunStatusRow(BaseModel):
     version: int
     state_type: str
     agents: list[dict[str, Any]] = Field(default_factory=list)
+    error: str | None = None
+    """Why a live run could not be read (e.g. its state or caller class is not importable here)."""
 
 
 class StatusReport(BaseModel):
@@ -51,14 +54,17 @@ def _stored_runs(path: str) -> list[RunStatusRow]:
         store.close()
 
 
-def _live_runs() -> list[RunStatusRow]:
-    prefix = actor_name("")
+async def _live_runs() -> list[RunStatusRow]:
+    """Every live run, read through the public ``Orchestrator`` API (read-only handles)."""
     rows = []
-    for entry in ray.util.list_named_actors(all_namespaces=True):
-        if entry.get("namespace") != SOLOIST_NAMESPACE or not entry["name"].startswith(prefix):
+    for name in Orchestrator.list_live():
+        try:
+            stats = await Orchestrator.attach(name).statistics()
+        except (OrchestratorNotFound, OrchestratorClosed):
+            continue  # closed between the listing and the read
+        except (RayError, ImportError) as exc:  # attaching loads the run's classes; report what failed
+            rows.append(RunStatusRow(name=name, source="live", version=-1, state_type="?", error=f"{type(exc).__name__}: {exc}"))
             continue
-        handle = ray.get_actor(entry["name"], namespace=SOLOIST_NAMESPACE)
-        stats = ray.get(handle.statistics.remote(), timeout=10)
         rows.append(RunStatusRow(name=stats.name, source="live", version=stats.version, state_type=stats.state_type))
     return rows
 
@@ -69,7 +75,7 @@ def collect_status(*, store: str | None, address: str | None) -> StatusReport:
         runs += _stored_runs(store)
     if address is not None:
         connect(address)
-        runs += _live_runs()
+        runs += asyncio.run(_live_runs())
     return StatusReport(store=store, address=address, runs=runs)
 
 
@@ -82,5 +88,7 @@ def render_status(console: Console, report: StatusReport) -> None:
         table.add_column(col)
     for r in report.runs:
         agents = ", ".join(f"{a['agent_id']} ({a.get('lifecycle') or '?'})" for a in r.agents) or "-"
+        if r.error is not None:
+            agents = f"cannot read: {r.error}"
         table.add_row(r.name, r.source, str(r.version), r.state_type, agents)
     console.print(table)

@@ -4,30 +4,36 @@ Owns the metric names and recorders (``registry``) and the collector actor that 
 process's deltas (``_collector``).
 """
 
+from cluster.metrics._collector import Aggregate, MetricsDelta, collector_handle
 from cluster.metrics.registry import (
+    BUCKETS,
     METRICS,
     MetricSpec,
-    BUCKETS,
-    serve_metrics,
     MetricsServer,
-    flush,
-    enable,
+    add_in_flight,
     disable,
+    enable,
     enabled,
-    forget,
     families,
-    render,
+    flush,
+    forget,
+    handoffs_in_flight,
+    read_totals,
     record_apply,
-    record_snapshot,
     record_handoff,
     record_semaphore_wait,
-    add_in_flight,
-    set_state_version,
+    record_snapshot,
     record_subagent_call,
+    render,
     request_flush,
+    serve_metrics,
+    set_state_version,
 )
 
 __all__ = [
+    "Aggregate",
+    "MetricsDelta",
+    "collector_handle",
     "METRICS",
     "MetricSpec",
     "BUCKETS",
@@ -48,4 +54,6 @@ __all__ = [
     "set_state_version",
     "record_subagent_call",
     "request_flush",
+    "read_totals",
+    "handoffs_in_flight",
 ]

@@ -33,15 +33,25 @@ from typing import Any, Literal
 
 import ray
 from prometheus_client import CollectorRegistry, start_http_server
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.exposition import generate_latest
 
-from cluster.metrics._collector import Aggregate, MetricsDelta, SeriesKey, collector_handle
+from cluster.metrics._collector import (
+    Aggregate,
+    MetricsDelta,
+    SeriesKey,
+    collector_handle,
+)
 
 __all__ = [
     "METRICS", "MetricSpec", "BUCKETS", "serve_metrics", "MetricsServer", "flush", "enable", "disable", "enabled",
     "forget", "families", "render", "record_apply", "record_snapshot", "record_handoff", "record_semaphore_wait",
-    "add_in_flight", "set_state_version", "record_subagent_call", "request_flush",
+    "add_in_flight", "set_state_version", "record_subagent_call", "request_flush", "read_totals", "handoffs_in_flight",
 ]
 
 _log = logging.getLogger(__name__)
@@ -340,16 +350,29 @@ def render(totals: MetricsDelta) -> str:
     return generate_latest(registry).decode()
 
 
+def read_totals(timeout: float = 10.0) -> MetricsDelta:
+    """The cluster-wide totals, as one scrape of ``/metrics`` would see them (blocking).
+
+    Pushes this process's pending counts first, so what it just recorded is included.
+    """
+    if not ray.is_initialized():
+        raise RuntimeError("cannot read soloist metrics: this process is not connected to Ray; call cluster.connect() first")
+    if _recorder.enabled:
+        _recorder.flush(timeout=timeout)
+    totals: MetricsDelta = ray.get(collector_handle().totals.remote(), timeout=timeout)
+    return totals
+
+
+def handoffs_in_flight(totals: MetricsDelta, orchestrator: str) -> int:
+    """The ``soloist_handoffs_in_flight`` gauge of one orchestrator in ``totals``."""
+    return int(totals.gauge_adds.get(("soloist_handoffs_in_flight", (orchestrator,)), 0.0))
+
+
 class _ClusterBridge:
     """A prometheus_client collector that reads the cluster-wide totals at scrape time."""
 
     def collect(self) -> Iterator[Metric]:
-        if not ray.is_initialized():
-            raise RuntimeError("cannot read soloist metrics: this process is not connected to Ray; call cluster.connect() first")
-        if _recorder.enabled:
-            _recorder.flush(timeout=10.0)
-        totals: MetricsDelta = ray.get(collector_handle().totals.remote(), timeout=10.0)
-        yield from families(totals)
+        yield from families(read_totals())
 
 
 class MetricsServer:

@@ -4,6 +4,12 @@ Owns the lease table (``_lease_table``, pure), the detached actor that holds it 
 and the per-process client with its heartbeat (``client``).
 """
 
-from cluster.semaphore.client import HARD_MAX_PERMITS, ClusterSemaphore, Lease, SemaphoreStatistics
+from cluster.semaphore._lease_table import LeaseTable
+from cluster.semaphore.client import (
+    HARD_MAX_PERMITS,
+    ClusterSemaphore,
+    Lease,
+    SemaphoreStatistics,
+)
 
-__all__ = ["ClusterSemaphore", "Lease", "SemaphoreStatistics", "HARD_MAX_PERMITS"]
+__all__ = ["ClusterSemaphore", "Lease", "SemaphoreStatistics", "HARD_MAX_PERMITS", "LeaseTable"]

@@ -16,7 +16,6 @@ import time
 import ray
 
 from cluster.connect import actor_was_restarted
-
 from cluster.semaphore._lease_table import LeaseTable, Outcome
 
 __all__ = ["SemaphoreActor"]

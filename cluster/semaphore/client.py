@@ -36,9 +36,14 @@ from pydantic import BaseModel
 from ray.exceptions import GetTimeoutError, RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from cluster.semaphore._lease_table import Outcome, SemaphoreState
+from cluster.exceptions import (
+    SemaphoreConfigConflict,
+    SemaphoreTimeout,
+    SemaphoreUnavailable,
+)
+from cluster.process import Table, process_registry
 from cluster.semaphore._actor import SemaphoreActor
-from cluster.exceptions import SemaphoreConfigConflict, SemaphoreTimeout, SemaphoreUnavailable
+from cluster.semaphore._lease_table import Outcome, SemaphoreState
 
 __all__ = ["ClusterSemaphore", "Lease", "SemaphoreStatistics", "HARD_MAX_PERMITS"]
 
@@ -242,22 +247,16 @@ class _Heartbeat:
 
     def _forget_self(self) -> None:
         self.stop()
-        with _HEARTBEATS_LOCK:
-            if _HEARTBEATS.get((self._name, self._actor_id)) is self:
-                del _HEARTBEATS[(self._name, self._actor_id)]
+        _HEARTBEATS.discard((self._name, self._actor_id), self)
 
 
-# (actor name, actor id) -> the heartbeat of this process for that actor.
-_HEARTBEATS: dict[tuple[str, str], _Heartbeat] = {}
-_HEARTBEATS_LOCK = threading.Lock()
+# (actor name, actor id) -> the heartbeat of this process for that actor, in the
+# per-process registry (see ``cluster.process``).
+_HEARTBEATS: Table[tuple[str, str], _Heartbeat] = process_registry().table("semaphore.heartbeats")
 
 
 def _heartbeat_for(name: str, actor_id: str, handle: Any, ttl_s: float) -> _Heartbeat:
-    with _HEARTBEATS_LOCK:
-        beat = _HEARTBEATS.get((name, actor_id))
-        if beat is None:
-            beat = _HEARTBEATS[(name, actor_id)] = _Heartbeat(name, actor_id, handle, ttl_s)
-        return beat
+    return _HEARTBEATS.get_or_create((name, actor_id), lambda: _Heartbeat(name, actor_id, handle, ttl_s))
 
 
 def _default_holder() -> str:
@@ -408,8 +407,7 @@ class ClusterSemaphore:
     def destroy(self) -> None:
         """Kill the scope's actor for good; every holder's permits vanish with it."""
         self._heartbeat.stop()
-        with _HEARTBEATS_LOCK:
-            _HEARTBEATS.pop((self._name, self._actor_id), None)
+        _HEARTBEATS.discard((self._name, self._actor_id))
         ray.kill(self._handle, no_restart=True)
         logger.info("semaphore %r destroyed", self._scope, extra=_LOG_EXTRA)
 

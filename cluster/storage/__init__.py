@@ -29,7 +29,9 @@ from .exceptions import (
     StoreError,
     StoreReadOnly,
     StoreWriteFailed,
+    VersionCompacted,
 )
+from .gc import FINISHED_STATUSES, GcReport, finished_runs, parse_age, remove_finished_runs
 from .memory import MemoryStore
 from .sqlite import SCHEMA_VERSION, SqliteStore
 
@@ -54,6 +56,12 @@ __all__ = [
     "StoreReadOnly",
     "StoreStatistics",
     "StoreWriteFailed",
+    "VersionCompacted",
+    "FINISHED_STATUSES",
+    "GcReport",
+    "finished_runs",
+    "parse_age",
+    "remove_finished_runs",
     "apply_diff",
     "diff_states",
     "open_store",

@@ -154,3 +154,22 @@ class StoreWriteFailed(StoreError):
 class StoreReadOnly(StoreWriteFailed):
     """Raised when the file or its directory cannot be written (permissions, read-only
     medium, read-only open); reads still work."""
+
+
+class VersionCompacted(StoreError):
+    """Raised when a version older than the retention window is asked for: its checkpoint
+    and journal rows were compacted away. ``oldest`` is the earliest version still kept."""
+
+    run: str
+    requested: int
+    oldest: int
+
+    def __init__(self, *, path: str | None, run: str, requested: int, oldest: int) -> None:
+        super().__init__(
+            f"version {requested} of run {run!r} was compacted away in store {path or MEMORY_PATH}; "
+            f"the earliest version still kept is {oldest}",
+            path=path,
+        )
+        self.run = run
+        self.requested = requested
+        self.oldest = oldest

@@ -9,8 +9,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from coordinators import ContextSnapshot, Message, TransitionBatch
-from coordinators import thaw
+from coordinators import ContextSnapshot, Message, TransitionBatch, thaw
 
 __all__ = [
     "CODE_TOOLS",

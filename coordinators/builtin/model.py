@@ -15,9 +15,16 @@ and runs as handoffs; the coordinators merge the answers back with transitions.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from coordinators import ContextSnapshot, CoordinatorResult, TransitionBatch, TransitionType
+from coordinators import (
+    ContextSnapshot,
+    CoordinatorResult,
+    TransitionBatch,
+    TransitionType,
+    thaw,
+)
 from coordinators.builtin import (
     CODE_TOOLS,
     DEFAULT_RULES,
@@ -28,7 +35,6 @@ from coordinators.builtin import (
     classify,
 )
 from coordinators.builtin._common import append_trail, message_text, read_state
-from coordinators import thaw
 
 __all__ = ["LlmClassificationCoordinator", "LlmCoordinationCoordinator", "llm_coordinators", "LLM_TOOLS"]
 
@@ -38,8 +44,6 @@ _CLASSIFY_ID, _SUMMARY_ID = "llm-classify", "llm-summarise"
 
 def _answer(snapshot: ContextSnapshot, call_id: str) -> tuple[Any, bool] | None:
     """``(output, is_error)`` of the tool message answering ``call_id``, if any."""
-    import json
-
     for message in snapshot.messages:
         if message.role == "tool" and message.tool_call_id == call_id:
             try:

@@ -19,9 +19,9 @@ from pydantic import BaseModel
 from actors import Orchestrator, SkillRegistry, handoff
 from actors import AgentNotFound, coordinator_config
 from actors import AgentConfig, IllegalLifecycleTransition
-from actors import RunLoop, create_coordinator_actor
+from actors import Run, create_coordinator_actor
 from actors import pool_for
-from cluster.cli.status import collect_status
+from cluster.cli import collect_status
 from cluster.storage import SqliteStore
 from coordinators import AgentState, ContextSnapshot, CoordinatorResult, TransitionBatch
 
@@ -146,11 +146,11 @@ def _call(skill: str, text: str) -> Any:
     return Call(skill, EchoIn(text=text))
 
 
-async def test_run_loop_records_its_coordinators_running_idle_then_closed(tmp_path: Path) -> None:
+async def test_a_run_records_its_coordinators_running_idle_then_closed(tmp_path: Path) -> None:
     orch = Orchestrator(AgentState(), name="looped", store=tmp_path / "s.db")
     try:
         listener = asyncio.ensure_future(_agent_events(orch, 5))
-        outcome = await RunLoop(orch, {"finisher": Finisher()}, first="finisher", fallback="finisher", safety=None).run("go")
+        outcome = await Run(orch, [Finisher()], first="finisher").run("go")
         assert outcome.status in ("complete", "stopped")
         events = await listener
         assert [e["lifecycle"] for e in events] == ["initializing", "idle", "running", "idle", "closed"]

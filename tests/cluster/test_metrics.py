@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from actors import Call, Orchestrator, SkillRegistry, handoff, parallel_handoff
 from cluster.metrics import registry as metrics
-from cluster.metrics._collector import Aggregate, MetricsDelta
+from cluster.metrics import Aggregate, MetricsDelta
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

@@ -1,4 +1,5 @@
-"""The run loop: coordinators as actors, CAS applies, safety before handoffs, stop rules, cancellation."""
+"""Run routing: coordinators as actors, CAS applies, the vetting coordinator before handoffs,
+``handoff_to``, ``should_continue=False``, the turn limit, cancellation."""
 
 from __future__ import annotations
 
@@ -8,8 +9,7 @@ from typing import Any
 import pytest
 import ray
 
-from actors import Orchestrator
-from actors import RunEvent, RunLoop
+from actors import Orchestrator, Run, RunConfigError, RunEvent
 from coordinators import AgentState, ContextSnapshot, CoordinatorResult, TransitionBatch
 from tests.actors._peak import SleepIn, new_counter, sleepy_registry
 
@@ -74,9 +74,9 @@ def sleepy_run():
     ray.kill(counter)
 
 
-def _loop(orch: Orchestrator, counter: str, seconds: float, **kw: Any) -> RunLoop:
+def _loop(orch: Orchestrator, counter: str, seconds: float, **kw: Any) -> Run:
     coordinators = {"planner": Planner(counter, seconds), "guard": Guard(), "judge": Judge()}
-    return RunLoop(orch, coordinators, first="planner", fallback="judge", safety="guard", **kw)
+    return Run(orch, coordinators, first="planner", fallback="judge", vetting="guard", **kw)
 
 
 async def test_run_hands_off_safe_calls_applies_results_and_stops_with_the_reasoning(sleepy_run):
@@ -90,21 +90,22 @@ async def test_run_hands_off_safe_calls_applies_results_and_stops_with_the_reaso
     tool_messages = [m for m in state.messages if m.role == "tool"]
     assert len(tool_messages) == 4 and sum(m.metadata["is_error"] for m in tool_messages) == 1
     assert (await counter.report.remote())["finished"] == 3  # the forbidden call never ran
-    assert [e.coordinator for e in events][:2] == ["planner", "guard"]
+    assert [e.coordinator for e in events if e.kind == "turn"][:3] == ["planner", "guard", "judge"]
+    assert [e.next for e in events if e.kind == "turn"][:2] == ["guard", "judge"]  # handoff_to honoured
     assert outcome.state["results"] == 4
 
 
 async def test_run_stops_at_the_turn_limit(sleepy_run):
     orch, _, _ = sleepy_run
-    outcome = await RunLoop(orch, {"looper": Looper()}, first="looper", fallback="looper", safety=None, max_turns=3).run("x")
+    outcome = await Run(orch, [Looper()], first="looper", max_turns=3).run("x")
     assert (outcome.status, outcome.turns) == ("max_turns", 3)
     assert "maximum of 3 turns" in outcome.reason
 
 
 async def test_unknown_coordinator_names_are_rejected_up_front(sleepy_run):
     orch, _, _ = sleepy_run
-    with pytest.raises(ValueError, match="no coordinator named 'missing'"):
-        RunLoop(orch, {"looper": Looper()}, first="missing", fallback="looper", safety=None)
+    with pytest.raises(RunConfigError, match="first='missing' is not one of the coordinators"):
+        Run(orch, {"looper": Looper()}, first="missing")
 
 
 async def test_cancelling_a_run_cancels_in_flight_handoffs_and_leaves_no_pending_call(sleepy_run):
@@ -124,3 +125,19 @@ async def test_cancelling_a_run_cancels_in_flight_handoffs_and_leaves_no_pending
             break
         await asyncio.sleep(0.05)
     assert (report["cancelled"], report["finished"], report["current"]) == (3, 0, 0)
+
+
+class _Stopper:
+    name = "stopper"
+
+    async def process(self, snapshot: ContextSnapshot, message: str) -> CoordinatorResult:
+        return CoordinatorResult(TransitionBatch().execute_tool("sleep", {"counter": "x", "seconds": 0}),
+                                 reasoning="enough", should_continue=False, handoff_to="looper")
+
+
+async def test_should_continue_false_ends_the_run_at_once_closing_its_pending_calls(sleepy_run):
+    orch, _, counter = sleepy_run
+    outcome = await Run(orch, [_Stopper(), Looper()], first="stopper").run("x")
+    assert (outcome.status, outcome.reason, outcome.turns, outcome.handoffs) == ("stopped", "enough", 1, 0)
+    assert outcome.pending_calls == 0
+    assert (await counter.report.remote())["finished"] == 0  # the requested call never ran
