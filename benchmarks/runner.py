@@ -22,6 +22,7 @@ import ray
 
 from benchmarks import (
     apply_throughput,
+    exploration_accuracy,
     handoff_overhead,
     memory,
     observability_cost,
@@ -53,6 +54,7 @@ MEASURES: tuple[ModuleType, ...] = (
     recovery,
     observability_cost,
     scaling_runs,
+    exploration_accuracy,
     scaling_nodes,
 )
 

@@ -38,6 +38,7 @@ _EXPECTED_FIGURES = {
     "recovery": 1,
     "observability_cost": 3,
     "scaling_runs": 2,
+    "exploration_accuracy": 4,
     "scaling_nodes": 1,
 }
 
