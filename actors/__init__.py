@@ -95,7 +95,7 @@ from actors.orchestrator.facade import (
     actor_name,
 )
 from actors.orchestrator.spec import OrchestratorStatistics
-from actors.interrupts import ApprovalRequest, Interrupt, ask_approval
+from actors.interrupts import RUN_RECORD_KEY, ApprovalRequest, Interrupt, RunRecord, TurnNote, ask_approval, read_record
 from actors.run import Run
 from actors.run_events import RunEvent, RunOutcome
 from actors.run_merge import MergedCoordinator, merge_results
@@ -125,6 +125,7 @@ __all__ = [
     "create_coordinator_actor", "coordinator_config",
     # runs: the run API, approvals, nested coordinators
     "Run", "RunEvent", "RunOutcome", "Interrupt", "ApprovalRequest", "ask_approval",
+    "RunRecord", "TurnNote", "RUN_RECORD_KEY", "read_record",
     "merge_results", "MergedCoordinator",
     # telemetry switches
     "tracing_available", "tracing_enabled", "set_tracing_enabled", "current_carrier",

@@ -31,6 +31,8 @@ __all__ = [
     "RunPhase",
     "RunRecord",
     "RunStatus",
+    "TurnNote",
+    "MAX_TRAIL",
     "ask_approval",
     "answer_batch",
     "approval_requests",
@@ -98,6 +100,40 @@ class Interrupt(BaseModel):
         return self.status == "open"
 
 
+#: How many coordinator turns the run record keeps in its ``trail`` (the newest).
+MAX_TRAIL = 100
+_MAX_REASONING_CHARS = 2000
+
+
+class TurnNote(BaseModel):
+    """One coordinator turn as the run took it, kept in the record's ``trail`` so that the
+    reasoning and confidence of every turn can be read back from the state (``history``,
+    ``soloist ui``), not only from the live event stream.
+
+    ``version`` is the version that committed the turn; ``outcome`` says what the run did
+    with the result: ``applied``, ``fallback`` (below the confidence threshold, the fallback
+    takes the turn) or ``held`` (waiting for approval).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    version: int
+    turn: int
+    coordinator: str
+    reasoning: str = ""
+    confidence: float
+    outcome: Literal["applied", "fallback", "held"]
+
+    @classmethod
+    def of(cls, result: CoordinatorResult, *, coordinator: str, turn: int, version: int,
+           outcome: Literal["applied", "fallback", "held"]) -> TurnNote:
+        reasoning = result.reasoning or ""
+        if len(reasoning) > _MAX_REASONING_CHARS:
+            reasoning = reasoning[:_MAX_REASONING_CHARS] + "…"
+        return cls(version=version, turn=turn, coordinator=coordinator, reasoning=reasoning,
+                   confidence=result.confidence, outcome=outcome)
+
+
 class RunRecord(BaseModel):
     """Where a run is; changed only in the same batch as the transitions it describes."""
 
@@ -114,11 +150,17 @@ class RunRecord(BaseModel):
     """Interrupts opened so far (numbers the next id)."""
     handoffs: int = 0
     handoff_errors: int = 0
+    trail: tuple[TurnNote, ...] = ()
+    """The last ``MAX_TRAIL`` coordinator turns, oldest first."""
 
     @field_validator("interrupts", mode="before")
     @classmethod
     def _thawed(cls, value: Any) -> Any:
         return thaw(value)
+
+    def noted(self, note: TurnNote) -> RunRecord:
+        """This record with ``note`` appended to its trail (the oldest dropped past ``MAX_TRAIL``)."""
+        return self.model_copy(update={"trail": (*self.trail, note)[-MAX_TRAIL:]})
 
     def open_interrupts(self) -> list[Interrupt]:
         return [i for i in self.interrupts.values() if i.is_open]

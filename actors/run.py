@@ -34,6 +34,7 @@ from actors.interrupts import (
     RUN_RECORD_KEY,
     Interrupt,
     RunRecord,
+    TurnNote,
     approval_requests,
     read_record,
     record_transition,
@@ -274,6 +275,8 @@ class Run:
         if name != self._fallback and result.confidence < self._threshold:
             if self._low_confidence == "fallback":
                 updated = record.model_copy(update={"turn": record.turn + 1, "next": self._fallback, "phase": "turn"})
+                updated = updated.noted(TurnNote.of(result, coordinator=name, turn=record.turn + 1, version=ctx.version + 1,
+                                                    outcome="fallback"))
                 if await self._commit(TransitionBatch(), updated, ctx.version) is not None:
                     await self._emit("low_confidence", updated, ctx.version + 1, coordinator=name, result=result)
                 return
@@ -288,6 +291,8 @@ class Run:
             return
         next_name, phase = self._route(name, result, ctx, record)
         updated = record.model_copy(update={"turn": record.turn + 1, "next": next_name, "phase": phase})
+        updated = updated.noted(TurnNote.of(result, coordinator=name, turn=record.turn + 1, version=ctx.version + 1,
+                                            outcome="applied"))
         own_calls = [t.data["call_id"] for t in result.transitions if t.transition_type == TransitionType.EXECUTE_TOOL]
         updated, opened = self._open_call_interrupts(updated, name, result, requests, own_calls, ctx)
         if not result.should_continue:
@@ -336,6 +341,8 @@ class Run:
         updated = record.model_copy(update={
             "turn": record.turn + 1, "status": "waiting", "opened": record.opened + 1,
             "interrupts": {**record.interrupts, interrupt_id: interrupt}})
+        updated = updated.noted(TurnNote.of(result, coordinator=name, turn=record.turn + 1, version=ctx.version + 1,
+                                            outcome="held"))
         version = await self._commit(TransitionBatch(), updated, ctx.version)
         if version is not None:
             await self._emit("interrupt", updated, version, coordinator=name, result=result, interrupts=(interrupt_id,))
@@ -373,6 +380,8 @@ class Run:
         result = await self._process(self._vetting, ctx, record)
         requests = approval_requests(result, self._vetting) if result.metadata else []
         updated = record.model_copy(update={"turn": record.turn + 1, "phase": "calls"})
+        updated = updated.noted(TurnNote.of(result, coordinator=self._vetting, turn=record.turn + 1,
+                                            version=ctx.version + 1, outcome="applied"))
         own = [t.data["call_id"] for t in result.transitions if t.transition_type == TransitionType.EXECUTE_TOOL]
         updated, opened = self._open_call_interrupts(updated, self._vetting, result, requests, own, ctx)
         if not result.should_continue:

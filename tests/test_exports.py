@@ -47,6 +47,8 @@ EXPORTS: dict[str, dict[str, list[str]]] = {
         "the run API for user-written coordinators: runs, typed events and outcomes, approvals, nested coordinators": [
             "Run", "RunEvent", "RunOutcome", "Interrupt", "ApprovalRequest", "ask_approval", "merge_results",
             "MergedCoordinator"],
+        "the run record a Run keeps in its state (status, open interrupts, each turn's reasoning and confidence), "
+        "for reading history and stored states": ["RunRecord", "TurnNote", "RUN_RECORD_KEY", "read_record"],
         "tracing switches": ["tracing_available", "tracing_enabled", "set_tracing_enabled", "current_carrier"],
         "every error of actors.exceptions, so callers can catch it by type": [
             "WriteRefused", "OrchestratorClosed", "OrchestratorNotFound", "ChangesUnavailable", "NotJsonClean",

@@ -17,6 +17,7 @@ from actors import (
     Run,
     RunConfigError,
     RunEvent,
+    read_record,
 )
 from coordinators import AgentState, ContextSnapshot, CoordinatorResult, TransitionBatch
 from tests.actors.run_fixtures import Planner, Reviewer, Worker, counts, skill_registry, three
@@ -95,6 +96,23 @@ async def test_low_confidence_routes_to_the_fallback_without_applying_the_result
         low = [e for e in events if e.kind == "low_confidence"]
         assert [(e.coordinator, e.confidence, e.next) for e in low] == [("unsure", 0.2, "reviewer")]
         assert counts(log) == {"coordinator:reviewer": 1}
+    finally:
+        await orch.close()
+
+
+async def test_every_turn_keeps_its_reasoning_and_confidence_in_the_state_of_the_version_that_took_it(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite"
+    orch = Orchestrator(AgentState(), caller=skill_registry(), name="noted", store=store)
+    try:
+        run = Run(orch, [_Unsure(), *three()], first="unsure", fallback="reviewer", confidence_threshold=0.5)
+        assert (await run.run("go")).status == "complete"
+        trail = read_record(await orch.snapshot()).trail
+        assert [(n.turn, n.coordinator, n.reasoning, n.confidence, n.outcome) for n in trail] == [
+            (1, "unsure", "a guess", 0.2, "fallback"), (2, "reviewer", "reviewed", 1.0, "applied")]
+        for note in trail:  # read back from the journal, as `soloist history` and the runs page do
+            assert read_record(await orch.state_at(note.version)).trail[-1] == note
+            before = read_record(await orch.state_at(note.version - 1))
+            assert before is None or note not in before.trail
     finally:
         await orch.close()
 

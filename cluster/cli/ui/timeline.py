@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from actors import Change
+from actors import RUN_RECORD_KEY, Change
 from coordinators import thaw
 from cluster.cli.ui.models import TimelineEntry, TransitionView
 
@@ -26,15 +26,23 @@ def _view(kind: str, data: Any) -> TransitionView:
     return TransitionView(type=kind, data=text[:MAX_DATA_CHARS] + ("…" if cut else ""), cut=cut)
 
 
-def _trail_reasoning(transitions: list[tuple[str, Any]]) -> tuple[str | None, str | None]:
-    """The coordinator and reasoning a built-in coordinator appended to ``trail`` in this batch."""
+def _trail_reasoning(version: int, transitions: list[tuple[str, Any]]) -> tuple[str | None, str | None, Any]:
+    """(coordinator, reasoning, confidence) of the turn this batch committed: the note a ``Run``
+    added to its record's trail for this version, or what a built-in coordinator appended to
+    its own ``trail``."""
     for kind, data in transitions:
-        if kind == "update_state" and isinstance(data, dict) and data.get("key") == "trail":
-            value = data.get("value")
-            if isinstance(value, list) and value and isinstance(value[-1], dict):
-                last = value[-1]
-                return _str_or_none(last.get("coordinator")), _str_or_none(last.get("reasoning"))
-    return None, None
+        if kind != "update_state" or not isinstance(data, dict):
+            continue
+        value = data.get("value")
+        if data.get("key") == RUN_RECORD_KEY and isinstance(value, dict):
+            trail = value.get("trail")
+            last = trail[-1] if isinstance(trail, list) and trail and isinstance(trail[-1], dict) else None
+            if last is not None and last.get("version") == version:
+                return _str_or_none(last.get("coordinator")), _str_or_none(last.get("reasoning")), last.get("confidence")
+        if data.get("key") == "trail" and isinstance(value, list) and value and isinstance(value[-1], dict):
+            last = value[-1]
+            return _str_or_none(last.get("coordinator")), _str_or_none(last.get("reasoning")), last.get("confidence")
+    return None, None, None
 
 
 def _str_or_none(value: Any) -> str | None:
@@ -42,8 +50,8 @@ def _str_or_none(value: Any) -> str | None:
 
 
 def _entry(version: int, kind: str, at: float | None, transitions: list[tuple[str, Any]], meta: dict[str, Any]) -> TimelineEntry:
-    coordinator, reasoning = _trail_reasoning(transitions)
-    confidence = meta.get("confidence")
+    coordinator, reasoning, noted_confidence = _trail_reasoning(version, transitions)
+    confidence = meta.get("confidence") if meta.get("confidence") is not None else noted_confidence
     return TimelineEntry(
         version=version, kind=kind, at=at,
         transitions=[_view(k, d) for k, d in transitions[:MAX_TRANSITIONS]],
@@ -78,17 +86,23 @@ def entry_from_journal(version: int, kind: str, payload: Any, at: float) -> Time
 def run_status(state: Any) -> str | None:
     """The status a ``Run`` keeps in its state (``running``, ``waiting``, ``complete``, ...), if any."""
     conversation = state.get("conversation_state") if isinstance(state, dict) else None
-    record = conversation.get("soloist.run") if isinstance(conversation, dict) else None
+    record = conversation.get(RUN_RECORD_KEY) if isinstance(conversation, dict) else None
     status = record.get("status") if isinstance(record, dict) else None
     return status if isinstance(status, str) else None
 
 
 def reasoning_trail(state: Any) -> list[dict[str, Any]]:
-    """The coordinators' reasoning the built-in run keeps in ``conversation_state.trail``."""
-    if not isinstance(state, dict):
+    """Each coordinator turn's reasoning and confidence: the trail a ``Run`` keeps in its
+    record, or else the one the built-in coordinators keep in ``conversation_state.trail``."""
+    conversation = state.get("conversation_state") if isinstance(state, dict) else None
+    if not isinstance(conversation, dict):
         return []
-    trail = (state.get("conversation_state") or {}).get("trail") if isinstance(state.get("conversation_state"), dict) else None
+    record = conversation.get(RUN_RECORD_KEY)
+    trail = record.get("trail") if isinstance(record, dict) else None
+    if not isinstance(trail, list) or not trail:
+        trail = conversation.get("trail")
     if not isinstance(trail, list):
         return []
     return [{"coordinator": _str_or_none(t.get("coordinator")), "reasoning": _str_or_none(t.get("reasoning")),
-             "confidence": t.get("confidence")} for t in trail if isinstance(t, dict)]
+             "confidence": t.get("confidence"), "turn": t.get("turn"), "outcome": _str_or_none(t.get("outcome"))}
+            for t in trail if isinstance(t, dict)]

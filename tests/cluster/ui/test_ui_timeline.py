@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from actors import Change
+from actors import RUN_RECORD_KEY, Change, RunRecord, TurnNote
 from cluster.cli.ui import (
     MAX_DATA_CHARS,
     MAX_TRANSITIONS,
@@ -43,3 +43,15 @@ def test_an_fn_change_shows_its_state_diff() -> None:
     assert [(t.type, json.loads(t.data)) for t in entry.transitions] == [("state_diff", {"set": {"a": 1}})]
     stored = entry_from_journal(2, "fn", {"set": {"a": 1}}, 1.0)
     assert stored.transitions == entry.transitions
+
+
+def test_a_runs_own_turn_notes_label_the_version_that_took_them_and_fill_the_reasoning_panel() -> None:
+    note = TurnNote(version=5, turn=2, coordinator="worker", reasoning="two calls", confidence=0.4, outcome="applied")
+    record = RunRecord(turn=2).noted(note).model_dump(mode="json")
+    turn = TransitionBatch().update_state(RUN_RECORD_KEY, record, scope="conversation")
+    entry = entry_from_change(Change(seq=1, version=5, kind="batch", transitions=tuple(turn), at=1.0))
+    assert (entry.coordinator, entry.reasoning, entry.confidence) == ("worker", "two calls", 0.4)
+    later = entry_from_change(Change(seq=2, version=6, kind="batch", transitions=tuple(turn), at=2.0))
+    assert (later.coordinator, later.reasoning) == (None, None)  # a later commit of the same record took no turn
+    state = {"conversation_state": {RUN_RECORD_KEY: record, "trail": [{"coordinator": "builtin"}]}}
+    assert [(t["coordinator"], t["confidence"], t["outcome"]) for t in reasoning_trail(state)] == [("worker", 0.4, "applied")]
