@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Literal
@@ -164,6 +165,26 @@ class Run:
         """Continue the run from its committed record: after answering interrupts, or after
         the driver or the orchestrator died. Nothing committed is run again."""
         return await self._drive(None)
+
+    async def resume_when_answered(self, *, timeout: float | None = None) -> RunOutcome:
+        """Wait until no interrupt of the run is open any more (answered from anywhere:
+        ``answer``, ``soloist approve``, the runs page), then ``resume()``.
+
+        It follows the run's committed changes (``subscribe``), so it wakes on the answer's
+        commit, not on a poll. ``TimeoutError`` if interrupts are still open after ``timeout``
+        seconds (nothing is resumed then).
+        """
+        await asyncio.wait_for(self._answered(), timeout)
+        return await self.resume()
+
+    async def _answered(self) -> None:
+        version = await self._orch.version()
+        if not await self._orch.interrupts():
+            return
+        async with contextlib.aclosing(self._orch.subscribe(since=version)) as changes:
+            async for _change in changes:
+                if not await self._orch.interrupts():
+                    return
 
     async def stream(self, message: str | None = None) -> AsyncIterator[RunEvent]:
         """Run (``message``) or resume (None), yielding each ``RunEvent`` as it happens; the

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -209,3 +210,23 @@ def test_a_bad_configuration_names_every_problem() -> None:
         Run(orch, [Planner(), Worker(), Reviewer()], first="nobody", vetting="ghost", max_turns=0, confidence_threshold=2)
     text = str(caught.value)
     assert "first='nobody'" in text and "vetting='ghost'" in text and "max_turns" in text and "confidence_threshold" in text
+
+
+async def test_resume_when_answered_wakes_on_the_answer_and_runs_each_step_once(tmp_path: Path) -> None:
+    log = str(tmp_path / "effects.log")
+    orch = Orchestrator(AgentState(), caller=skill_registry())
+    try:
+        run = Run(orch, three(log, approve="one"), first="planner", fallback="reviewer")
+        assert (await run.run("go")).status == "waiting"
+        waiting_at = await orch.version()
+        with pytest.raises(TimeoutError):  # nothing answered: it gives up and resumes nothing
+            await run.resume_when_answered(timeout=0.2)
+        assert await orch.version() == waiting_at and len(await orch.interrupts()) == 1
+        driver = asyncio.create_task(run.resume_when_answered())
+        (interrupt,) = await orch.interrupts()
+        await orch.answer(interrupt.id, approve=True, reason="fine")
+        assert (await driver).status == "complete"
+        assert counts(log) == {"coordinator:planner": 1, "skill:echo:a": 1, "skill:echo:b": 1,
+                               "coordinator:worker": 1, "coordinator:reviewer": 1}
+    finally:
+        await orch.close()
