@@ -53,9 +53,11 @@ async def test_real_skills_locate_the_definition_and_the_import_edge(tmp_path: P
     summary = state.conversation_state["summary"]
     assert summary["headline"][0] == "PriceRule (class) defined at shop/pricing.py:4"
     assert [d["ref"] for d in summary["definitions"]] == ["shop/pricing.py:4"]  # not build/, not vendor/
+    # who imports it: the importers section, apart from the other import edges seen
     assert ("shop.cart", "shop.pricing", "shop/cart.py:1") in [
-        (e["importer"], e["imported"], e["ref"]) for e in summary["imports"]
+        (i["importer"], i["imported"], i["ref"]) for i in summary["importers"]
     ]
+    assert all((e["path"], e["line"]) != ("shop/cart.py", 1) for e in summary["imports"])
     facts = state.conversation_state["files"]
     assert facts["shop/vendor"]["escapes_root"] is True
     assert len(state.conversation_state["calls_made"]) == len(set(state.conversation_state["calls_made"]))

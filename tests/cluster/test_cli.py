@@ -71,7 +71,7 @@ def test_help_reads_well_and_exits_zero():
         (("run", "find x", "--root", "/definitely/not/here"), "is not a directory"),
         (("run", "   ", "--root", "."), "the task is empty"),
         (("run", "find x", "--max-turns", "0"), "expected a number >= 1"),
-        (("status",), "pass --store PATH"),
+        (("status", "--store", "/definitely/not/here.sqlite"), "no store at"),
         (("frobnicate",), "invalid choice"),
     ],
 )
