@@ -79,9 +79,9 @@ class OrchestratorActor:
         if self._store is not None:
             from actors._recovery import restore_or_create
 
-            version, state, requests, changes = restore_or_create(self._store, spec)
+            version, state, requests, changes, checkpoint_version = restore_or_create(self._store, spec)
             self._committed = self._head = (version, state)
-            self._last_checkpoint = version - len(changes)
+            self._last_checkpoint = checkpoint_version
             for request_id, v in requests:
                 self._remember(request_id, v)
             for change in changes:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import cloudpickle
 from pydantic import BaseModel
@@ -22,7 +22,23 @@ from cluster.storage import JournalEntry, JournalGap, RunInfo, Store, StoreCorru
 from cluster.storage.diff import apply_diff, diff_states
 from coordinators import StateTransition, reduce
 
-__all__ = ["journal_entry", "replay", "restore_or_create", "stored_run_spec"]
+__all__ = ["Replayed", "journal_entry", "replay", "restore_or_create", "stored_run_spec"]
+
+_KEEP_CHANGES = 10_000  # replayed changes handed to subscribers: the change log keeps this many
+_KEEP_REQUESTS = 50_000  # request ids the actor remembers in memory (older ones are found in the store)
+
+
+class Replayed(NamedTuple):
+    """A run rebuilt from its store: what the orchestrator actor starts from."""
+
+    version: int
+    state: BaseModel
+    requests: list[tuple[str, int]]
+    """``(request_id, version)`` of the newest replayed entries (at most the actor's memory of them)."""
+    changes: list[Change]
+    """The newest replayed changes (at most what the change log keeps)."""
+    checkpoint_version: int
+    """The version of the checkpoint the replay started from."""
 
 
 def journal_entry(
@@ -52,7 +68,7 @@ def _unpickled(text: str, what: str, store_path: str | None) -> Any:
         raise StoreCorrupted(path=store_path, problem=f"the stored {what} cannot be loaded ({type(exc).__name__}: {exc})") from exc
 
 
-def restore_or_create(store: Store, spec: RunSpec) -> tuple[int, BaseModel, list[tuple[str, int]], list[Change]]:
+def restore_or_create(store: Store, spec: RunSpec) -> Replayed:
     """Load the run from ``store`` (checkpoint + journal), or create it from ``spec.initial``.
 
     Returns the version, the state, the request ids seen since the checkpoint and the
@@ -82,23 +98,33 @@ def restore_or_create(store: Store, spec: RunSpec) -> tuple[int, BaseModel, list
             ),
             spec.initial.model_dump(mode="json"),
         )
-        return 0, spec.initial, [], []
+        return Replayed(0, spec.initial, [], [], 0)
     return replay(store, spec.name, type(spec.initial))
 
 
-def replay(store: Store, run: str, state_type: type[BaseModel]) -> tuple[int, BaseModel, list[tuple[str, int]], list[Change]]:
+def replay(store: Store, run: str, state_type: type[BaseModel]) -> Replayed:
     """The run's last committed version and state: its latest checkpoint plus every later
     journal entry. A gap, a damaged row or a state that does not validate raises the store's
-    error naming the file and the entry; nothing is ever skipped."""
+    error naming the file and the entry; nothing is ever skipped.
+
+    ``fn`` entries (JSON diffs) are applied to the JSON document of the state, which is
+    validated as a model only when it is needed: before a ``batch`` entry (replayed through
+    ``reduce``) and at the end. Every diff was taken between two validated states' JSON, so
+    the result is the same as validating after each entry; if the end state does not
+    validate, the entries are validated one by one to name the first that breaks it.
+    """
     checkpoint, entries = store.load(run)
-    state = _validated(state_type, checkpoint.state, store, f"checkpoint at version {checkpoint.version}")
+    state: BaseModel | None = _validated(state_type, checkpoint.state, store, f"checkpoint at version {checkpoint.version}")
+    doc: Any = None  # the JSON document of the state when it is ahead of ``state``
+    base_doc: Any = None  # the last validated state's document, where ``doc``'s unvalidated entries start
     version = checkpoint.version
-    requests: list[tuple[str, int]] = []
-    changes: list[Change] = []
-    for entry in entries:
+    first_unvalidated = 0  # index of the first entry whose result has not been validated
+    for index, entry in enumerate(entries):
         if entry.version != version + 1:
             raise JournalGap(path=store.path, run=run, missing=version + 1, detail=f"the journal jumps to {entry.version}")
         if entry.kind == "batch":
+            if state is None:
+                state = _validated_or_blame(state_type, doc, store, run, base_doc, entries[first_unvalidated:index])
             try:
                 transitions = tuple(StateTransition.model_validate(t) for t in entry.payload)
                 state = reduce(state, transitions)
@@ -106,19 +132,47 @@ def replay(store: Store, run: str, state_type: type[BaseModel]) -> tuple[int, Ba
                 raise StoreCorrupted(
                     path=store.path, problem=f"journal entry {entry.version} of run {run!r} does not replay: {exc}"
                 ) from exc
+            doc = None
+            first_unvalidated = index + 1
         else:
-            transitions = None
+            if doc is None:
+                doc = state.model_dump(mode="json") if state is not None else checkpoint.state
+                if first_unvalidated == index:
+                    base_doc = doc
             try:
-                doc = apply_diff(state.model_dump(mode="json"), entry.payload)
+                doc = apply_diff(doc, entry.payload)
             except Exception as exc:  # a damaged diff: name the entry, never guess
                 raise StoreCorrupted(
                     path=store.path, problem=f"journal entry {entry.version} of run {run!r} does not apply: {exc}"
                 ) from exc
-            state = _validated(state_type, doc, store, f"journal entry {entry.version}")
+            state = None
         version = entry.version
-        requests.append((entry.request_id, version))
-        changes.append(Change(seq=0, version=version, kind=entry.kind, transitions=transitions, at=entry.created_at))
-    return version, state, requests, changes
+    if state is None:
+        state = _validated_or_blame(state_type, doc, store, run, base_doc, entries[first_unvalidated:])
+    tail = entries[-max(_KEEP_CHANGES, _KEEP_REQUESTS):]
+    requests = [(e.request_id, e.version) for e in tail[-_KEEP_REQUESTS:]]
+    changes = [
+        Change(seq=0, version=e.version, kind=e.kind,
+               transitions=tuple(StateTransition.model_validate(t) for t in e.payload) if e.kind == "batch" else None,
+               at=e.created_at)
+        for e in tail[-_KEEP_CHANGES:]
+    ]
+    return Replayed(version, state, requests, changes, checkpoint.version)
+
+
+def _validated_or_blame(state_type: type[BaseModel], doc: Any, store: Store, run: str, base_doc: Any, entries: list[Any]) -> BaseModel:
+    """``doc`` validated; if it does not validate, replay ``entries`` onto ``base_doc`` one at a
+    time and name the first entry whose result does not validate."""
+    try:
+        return state_type.model_validate(doc)
+    except Exception:
+        pass
+    for entry in entries:
+        if entry.kind == "batch":
+            break
+        base_doc = apply_diff(base_doc, entry.payload)
+        _validated(state_type, base_doc, store, f"journal entry {entry.version}")
+    return _validated(state_type, doc, store, f"journal entry {entries[-1].version if entries else 'at the end'}")
 
 
 def _validated(state_type: type[BaseModel], doc: Any, store: Store, what: str) -> BaseModel:
@@ -141,7 +195,7 @@ def stored_run_spec(store_spec: Any, name: str, durability: str) -> RunSpec:
         state_type = _unpickled(meta["state_class"], "state type", store.path)
         # Replayed here once, so a gap or a damaged entry fails attach with the store's own
         # error (a failing actor constructor would reach the caller only as text).
-        _, initial, _, _ = replay(store, name, state_type)
+        initial = replay(store, name, state_type).state
         from actors._agents import load_agent_records
 
         load_agent_records(store, name)  # a damaged agent record fails attach, not a worker
