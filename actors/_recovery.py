@@ -107,24 +107,19 @@ def replay(store: Store, run: str, state_type: type[BaseModel]) -> Replayed:
     journal entry. A gap, a damaged row or a state that does not validate raises the store's
     error naming the file and the entry; nothing is ever skipped.
 
-    ``fn`` entries (JSON diffs) are applied to the JSON document of the state, which is
-    validated as a model only when it is needed: before a ``batch`` entry (replayed through
-    ``reduce``) and at the end. Every diff was taken between two validated states' JSON, so
-    the result is the same as validating after each entry; if the end state does not
-    validate, the entries are validated one by one to name the first that breaks it.
+    ``fn`` entries (JSON diffs) are applied to the JSON document of the previous state, kept
+    from one entry to the next (every diff was taken between the JSON of two validated
+    states, so this is that state's dump without dumping it again); each result is still
+    validated, so a bad entry is named where it is.
     """
     checkpoint, entries = store.load(run)
-    state: BaseModel | None = _validated(state_type, checkpoint.state, store, f"checkpoint at version {checkpoint.version}")
-    doc: Any = None  # the JSON document of the state when it is ahead of ``state``
-    base_doc: Any = None  # the last validated state's document, where ``doc``'s unvalidated entries start
+    state = _validated(state_type, checkpoint.state, store, f"checkpoint at version {checkpoint.version}")
+    doc: Any = checkpoint.state  # the JSON document of ``state``; None after a batch entry (dumped when needed)
     version = checkpoint.version
-    first_unvalidated = 0  # index of the first entry whose result has not been validated
-    for index, entry in enumerate(entries):
+    for entry in entries:
         if entry.version != version + 1:
             raise JournalGap(path=store.path, run=run, missing=version + 1, detail=f"the journal jumps to {entry.version}")
         if entry.kind == "batch":
-            if state is None:
-                state = _validated_or_blame(state_type, doc, store, run, base_doc, entries[first_unvalidated:index])
             try:
                 transitions = tuple(StateTransition.model_validate(t) for t in entry.payload)
                 state = reduce(state, transitions)
@@ -133,22 +128,15 @@ def replay(store: Store, run: str, state_type: type[BaseModel]) -> Replayed:
                     path=store.path, problem=f"journal entry {entry.version} of run {run!r} does not replay: {exc}"
                 ) from exc
             doc = None
-            first_unvalidated = index + 1
         else:
-            if doc is None:
-                doc = state.model_dump(mode="json") if state is not None else checkpoint.state
-                if first_unvalidated == index:
-                    base_doc = doc
             try:
-                doc = apply_diff(doc, entry.payload)
+                doc = apply_diff(doc if doc is not None else state.model_dump(mode="json"), entry.payload)
             except Exception as exc:  # a damaged diff: name the entry, never guess
                 raise StoreCorrupted(
                     path=store.path, problem=f"journal entry {entry.version} of run {run!r} does not apply: {exc}"
                 ) from exc
-            state = None
+            state = _validated(state_type, doc, store, f"journal entry {entry.version}")
         version = entry.version
-    if state is None:
-        state = _validated_or_blame(state_type, doc, store, run, base_doc, entries[first_unvalidated:])
     tail = entries[-max(_KEEP_CHANGES, _KEEP_REQUESTS):]
     requests = [(e.request_id, e.version) for e in tail[-_KEEP_REQUESTS:]]
     changes = [
@@ -158,21 +146,6 @@ def replay(store: Store, run: str, state_type: type[BaseModel]) -> Replayed:
         for e in tail[-_KEEP_CHANGES:]
     ]
     return Replayed(version, state, requests, changes, checkpoint.version)
-
-
-def _validated_or_blame(state_type: type[BaseModel], doc: Any, store: Store, run: str, base_doc: Any, entries: list[Any]) -> BaseModel:
-    """``doc`` validated; if it does not validate, replay ``entries`` onto ``base_doc`` one at a
-    time and name the first entry whose result does not validate."""
-    try:
-        return state_type.model_validate(doc)
-    except Exception:
-        pass
-    for entry in entries:
-        if entry.kind == "batch":
-            break
-        base_doc = apply_diff(base_doc, entry.payload)
-        _validated(state_type, base_doc, store, f"journal entry {entry.version}")
-    return _validated(state_type, doc, store, f"journal entry {entries[-1].version if entries else 'at the end'}")
 
 
 def _validated(state_type: type[BaseModel], doc: Any, store: Store, what: str) -> BaseModel:
