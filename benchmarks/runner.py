@@ -112,6 +112,7 @@ async def run_benchmarks_async(
     ctx = BenchContext(config=config) if progress is None else BenchContext(config=config, progress=progress)
     started_at = datetime.datetime.now(datetime.timezone.utc)
     load_at_start = load_average()
+    commit = source_commit()  # before anything runs: the code measured, not a later checkout
     started = time.perf_counter()
     results: list[MeasureResult] = []
     started_ray = False
@@ -128,7 +129,7 @@ async def run_benchmarks_async(
     return BenchReport(
         mode=config.mode,
         started_at=started_at.isoformat(timespec="seconds"),
-        commit=source_commit(),
+        commit=commit,
         load_average=load_at_start,
         seconds=time.perf_counter() - started,
         cores=os.cpu_count() or 1,
