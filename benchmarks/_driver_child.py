@@ -17,11 +17,11 @@ import time
 
 import ray
 
+from actors import Call, Orchestrator, parallel_handoff
+from benchmarks._harness import NAMESPACE, SleepIn, SleepOut, ship_by_value
+
 
 async def _main(address: str, run: str, calls: int, sleep_s: float) -> None:
-    from actors import Call, Orchestrator, parallel_handoff
-    from benchmarks._harness import NAMESPACE, SleepIn, SleepOut, ship_by_value
-
     ship_by_value()
     ray.init(address=address, namespace=NAMESPACE, log_to_driver=False)
     orch = Orchestrator.attach(run)

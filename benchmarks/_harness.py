@@ -19,10 +19,13 @@ from typing import Any, Protocol
 
 import cloudpickle
 import ray
+import ray.cloudpickle
 from pydantic import BaseModel
 
 from actors import Orchestrator, SkillRegistry, ToolCallResult
 from benchmarks.config import BenchConfig
+from cluster import metrics
+from cluster.semaphore import ClusterSemaphore
 
 __all__ = [
     "BenchContext", "Progress", "NoopIn", "NoopOut", "SleepIn", "SleepOut", "Counter", "bump", "make_registry",
@@ -85,8 +88,6 @@ class SwitchOut(BaseModel):
 
 async def _metrics_switch(inp: SwitchIn) -> SwitchOut:
     """Turn metrics on or off in the subagent process that runs this (measure 9)."""
-    from cluster import metrics
-
     (metrics.enable if inp.on else metrics.disable)()
     return SwitchOut(on=metrics.enabled())
 
@@ -183,8 +184,6 @@ def ship_by_value() -> None:
     Registered with Ray's vendored cloudpickle (what ships task arguments) and with the
     ``cloudpickle`` package (what the store uses to record a run's spec).
     """
-    import ray.cloudpickle
-
     package = sys.modules["benchmarks"]
     for pickler in (cloudpickle, ray.cloudpickle):
         pickler.register_pickle_by_value(package)  # idempotent: a set of module names
@@ -215,14 +214,12 @@ def run_name(prefix: str) -> str:
 
 async def close_run(orch: Orchestrator[Any]) -> None:
     """Close an orchestrator and destroy its (detached) semaphore actor, if it made one."""
-    from cluster.semaphore import ClusterSemaphore
-
     await orch.close()
     try:
-        ray.get_actor(f"soloist:sem:{orch.semaphore_scope}", namespace="soloist")
+        ray.get_actor(f"soloist:sem:{orch.handoff_settings().semaphore_scope}", namespace="soloist")
     except ValueError:
         return  # the run never handed off: there is no semaphore to destroy
-    ClusterSemaphore(orch.semaphore_scope).destroy()
+    ClusterSemaphore(orch.handoff_settings().semaphore_scope).destroy()
 
 
 # -------------------------------------------------------------------- timing

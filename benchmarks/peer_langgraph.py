@@ -14,6 +14,7 @@ import asyncio
 import importlib.util
 import operator
 import os
+from importlib.metadata import version
 from typing import Annotated, Any, TypedDict
 
 from actors import Call
@@ -85,8 +86,6 @@ def _langgraph(graph: Any, calls: int, sleep_s: float = 0.0, iterations: int = 0
 async def run(ctx: BenchContext) -> MeasureResult:
     if importlib.util.find_spec("langgraph") is None:
         return MeasureResult(name=NAME, title=TITLE, skipped="langgraph is not installed; pip install 'soloist[bench]' to compare")
-    from importlib.metadata import version
-
     cfg = ctx.config
     graph = build_graph()
     params: dict[str, float | int | str] = {"cap": CAP, "langgraph": version("langgraph")}

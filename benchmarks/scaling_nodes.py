@@ -15,8 +15,9 @@ import asyncio
 import os
 
 import ray
+from ray.cluster_utils import Cluster
 
-from actors import Call, Orchestrator, parallel_handoff
+from actors import Call, Orchestrator, parallel_handoff, pool_for
 from benchmarks._harness import BenchContext, Counter, SleepIn, SleepOut, close_run, make_registry, run_name
 from benchmarks.results import Figure, MeasureResult
 from benchmarks.scaling_runs import aggregate_rate, saturation_note
@@ -39,8 +40,6 @@ async def _at_size(ctx: BenchContext, nodes: int) -> tuple[list[float], int]:
     try:
         warm = [Call("sleep", SleepIn(seconds=0))] * cfg.scaling_node_replicas
         await asyncio.gather(*[parallel_handoff(o, warm, SleepOut) for o in runs])
-        from actors.subagents import pool_for
-
         used = {await h.node_id.remote() for h in pool_for(skills, "sleep").handles()}
         rates = [await aggregate_rate(runs, cfg.scaling_calls_per_run, cfg.scaling_sleep_s) for _ in range(cfg.scaling_rounds)]
     finally:
@@ -50,8 +49,6 @@ async def _at_size(ctx: BenchContext, nodes: int) -> tuple[list[float], int]:
 
 
 async def run(ctx: BenchContext) -> MeasureResult:
-    from ray.cluster_utils import Cluster
-
     cfg = ctx.config
     levels = sorted(cfg.scaling_nodes)
     ctx.step("starting a local Cluster")
