@@ -45,6 +45,7 @@ from actors.callers.skills import SkillRegistry
 from actors.exceptions import (
     AgentNotFound,
     AmbiguousTool,
+    NotPicklable,
     CallerFailed,
     ChangesUnavailable,
     DecodingError,
@@ -134,7 +135,7 @@ __all__ = [
     "SkillRegistrationError", "UnknownTool", "AmbiguousTool", "NestedRunUnavailable",
     "McpError", "McpServerGone", "McpCallTimeout",
     "LlmError", "LlmConfigError", "LlmUnavailable", "LlmTimeout", "LlmRequestRejected", "LlmBadResponse",
-    "PathOutsideRoot",
+    "PathOutsideRoot", "NotPicklable",
     "HistoryCompacted", "InterruptError", "InterruptNotOpen", "InterruptNotFound", "InterruptAlreadyAnswered",
     "RunConfigError", "RunStepError", "MergeConflict",
 ]

@@ -47,6 +47,7 @@ __all__ = [
     "RunConfigError",
     "RunStepError",
     "MergeConflict",
+    "NotPicklable",
 ]
 
 
@@ -239,6 +240,8 @@ class LlmBadResponse(LlmError):
 
 class PathOutsideRoot(ValueError):
     """Raised when a path given to a skill is, or resolves (through a symlink), outside its root."""
+
+
 # ---------------------------------------------------------------- history, runs, interrupts
 
 
@@ -291,3 +294,12 @@ class RunStepError(RuntimeError):
 class MergeConflict(ValueError):
     """Raised by ``merge_results(..., on_conflict="error")`` when two results write the same
     state key or stage differently; names both coordinators and the key."""
+
+
+class NotPicklable(TypeError):
+    """Raised when an initial state, a caller or a skill cannot be pickled to travel to the
+    cluster (``Orchestrator(...)``, ``SkillRegistry.register``).
+
+    The message is one sentence naming the object that holds the unpicklable value and the
+    fix: define the class or function at module level, or don't capture the value.
+    """

@@ -24,6 +24,7 @@ import ray
 
 from benchmarks import (
     apply_throughput,
+    exploration_accuracy,
     handoff_overhead,
     memory,
     multi_driver,
@@ -57,6 +58,7 @@ MEASURES: tuple[ModuleType, ...] = (
     observability_cost,
     multi_driver,
     scaling_runs,
+    exploration_accuracy,
     scaling_nodes,
 )
 

@@ -7,6 +7,7 @@ Each docstring starts with when the error is raised, so callers can decide what 
 from __future__ import annotations
 
 __all__ = [
+    "LocalClusterError",
     "SemaphoreConfigConflict",
     "SemaphoreTimeout",
     "SemaphoreUnavailable",
@@ -42,4 +43,12 @@ class SemaphoreUnavailable(RuntimeError):
 class SemaphoreConfigConflict(ValueError):
     """Raised when a ``ClusterSemaphore`` is opened on a scope whose live actor was created
     with a different ``permits`` or ``ttl_s``; one scope has exactly one configuration.
+    """
+
+
+class LocalClusterError(RuntimeError):
+    """Raised by ``soloist up``/``down`` when the local cluster cannot be started, read or stopped.
+
+    The message names the record file or the head's pid, and quotes the end of Ray's output
+    when the head failed to start; nothing is left running after a failed start.
     """

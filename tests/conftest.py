@@ -16,6 +16,12 @@ import pytest
 
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+# `soloist run` joins the cluster a user started with `soloist up` (recorded under
+# SOLOIST_HOME): tests, and the commands they start, must never find a user's cluster.
+if "SOLOIST_HOME" not in os.environ:
+    import tempfile
+
+    os.environ["SOLOIST_HOME"] = tempfile.mkdtemp(prefix="soloist-home-tests-")
 
 _OBJECT_STORE_BYTES = 300 * 1024 * 1024
 

@@ -56,7 +56,7 @@ EXPORTS: dict[str, dict[str, list[str]]] = {
             "McpServerGone", "McpCallTimeout", "LlmError", "LlmConfigError", "LlmUnavailable", "LlmTimeout",
             "LlmRequestRejected", "LlmBadResponse", "PathOutsideRoot", "HistoryCompacted", "InterruptError",
             "InterruptNotOpen", "InterruptNotFound", "InterruptAlreadyAnswered", "RunConfigError", "RunStepError",
-            "MergeConflict"],
+            "MergeConflict", "NotPicklable"],
     },
     "cluster": {
         "DESIGN.md's contract": ["connect"],
@@ -86,6 +86,7 @@ EXPORTS: dict[str, dict[str, list[str]]] = {
         "the `soloist` command and the library calls behind its subcommands": [
             "main", "build_parser", "explore", "code_skill_registry", "collect_status", "render_table",
             "write_outputs"],
+        "stdout kept for one JSON document (`--json`), Ray's output moved to stderr": ["stdout_reserved"],
     },
     "cluster.cli.ui": {
         "the runs page (`soloist ui`, `soloist run --ui`) and its server": [

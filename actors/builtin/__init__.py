@@ -1,5 +1,6 @@
 """The tools of the built-in code exploration: the read-only code skills (``code_skills``)
-and the file-system guard they go through (``fs_guard``). Mirrors ``coordinators.builtin``.
+the import-graph search (``importers``: who imports a name, to closure) and the file-system
+guard they go through (``fs_guard``). Mirrors ``coordinators.builtin``.
 
 Exported here because the command line's exploration job, the tests and the benchmarks use
 them as a library: the skills and their input/output models, and the guard's path rules.
@@ -25,6 +26,15 @@ from actors.builtin.code_skills import (
     read_excerpt,
     resolve_inside,
     search_code,
+)
+from actors.builtin.importers import (
+    Definition,
+    FoundImporter,
+    ImportersInput,
+    ImportersOutput,
+    Reexport,
+    SymbolImporters,
+    find_importers,
 )
 from actors.builtin.fs_guard import (
     ALWAYS_SKIP,
@@ -63,6 +73,13 @@ __all__ = [
     "read_excerpt",
     "resolve_inside",
     "search_code",
+    "find_importers",
+    "Definition",
+    "FoundImporter",
+    "ImportersInput",
+    "ImportersOutput",
+    "Reexport",
+    "SymbolImporters",
     "ALWAYS_SKIP",
     "BINARY_SNIFF_BYTES",
     "IgnoreRule",

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from actors.builtin.importers import find_importers
 from actors.builtin.fs_guard import (
     PathOutsideRoot,
     Walker,
@@ -384,4 +385,5 @@ CODE_SKILLS: dict[str, Callable[[Any], BaseModel]] = {
     "list_tree": list_tree,
     "read_excerpt": read_excerpt,
     "python_imports": python_imports,
+    "find_importers": find_importers,
 }

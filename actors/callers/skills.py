@@ -17,6 +17,8 @@ from typing import Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from actors._pickle_check import explain_unpicklable
+from actors.exceptions import NotPicklable
 from actors.callers.protocol import ToolCallResult
 from actors.exceptions import SkillRegistrationError
 
@@ -95,6 +97,9 @@ class SkillRegistry:
             problems.append(f"replicas must be an int >= 1, got {replicas!r}")
         if problems:
             raise SkillRegistrationError(f"cannot register skill {name!r}: " + "; ".join(problems))
+        unpicklable = explain_unpicklable(fn, f"skill {name!r}")  # it runs in subagent actors, so it travels
+        if unpicklable is not None:
+            raise NotPicklable(unpicklable)
         spec = SkillSpec(
             name=name,
             fn=fn,

@@ -20,7 +20,8 @@ import ray
 from pydantic import BaseModel
 
 from actors import telemetry
-from actors.exceptions import OrchestratorClosed, OrchestratorNotFound, VersionConflict, WriteRefused
+from actors._pickle_check import explain_unpicklable
+from actors.exceptions import NotPicklable, OrchestratorClosed, OrchestratorNotFound, VersionConflict, WriteRefused
 from actors.handoffs._permits import release_idle_permits
 from actors.handoffs.pools import track, untrack
 from actors.handoffs.settings import (
@@ -76,6 +77,17 @@ def _check_max_parallel(n: Any) -> int:
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError(f"max_parallel must be an int, got {type(n).__name__}")
     return n
+
+
+def _explain_pickling_failure(exc: BaseException, *, initial: BaseModel, caller: Any) -> None:
+    """Raise ``NotPicklable`` naming what cannot travel to the orchestrator actor, if that is
+    why starting it failed; return (and let ``exc`` propagate) otherwise."""
+    for value, role in ((initial, "the initial state"), (caller, "the caller")):
+        if value is None:
+            continue
+        message = explain_unpicklable(value, role)
+        if message is not None:
+            raise NotPicklable(message) from exc
 
 
 class Orchestrator(Generic[S]):
@@ -137,7 +149,11 @@ class Orchestrator(Generic[S]):
             keep_days=keep_days,
             metadata=_metadata or {},
         )
-        handle = start_actor(spec, detached=detached)
+        try:
+            handle = start_actor(spec, detached=detached)
+        except Exception as exc:  # Ray could not pickle the spec: name the culprit, or re-raise as is
+            _explain_pickling_failure(exc, initial=initial, caller=caller)
+            raise
         self._init_handle(handle, spec.name, spec.token, caller=caller, state_type=type(initial),
                           max_parallel=max_parallel, semaphore_scope=spec.semaphore_scope, durable=store_spec is not None)
         self._wait_ready()

@@ -34,6 +34,11 @@ class ExplorationRun(BaseModel):
     root: str
     store: str | None
     outcome: RunOutcome
+    startup_seconds: float | None = None
+    """From the command's start to a connected Ray (set by the command line)."""
+    cluster: str | None = None
+    """How the run reached Ray: "embedded", "soloist up" (joined that cluster) or "address"."""
+    cluster_address: str | None = None
 
 
 def code_skill_registry(*, replicas: int = 4) -> SkillRegistry:

@@ -11,14 +11,18 @@ import argparse
 import asyncio
 import os
 import sys
+import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
+import ray
 from rich.console import Console
 
 from actors.callers.llm import LlmConfig, LlmConfigError
 from cluster.cli.bench import add_bench_command
+from cluster.cli.json_stdout import stdout_reserved
+from cluster.local_cluster import joinable, local_cluster, record_path, start_local_cluster, stop_local_cluster
 from cluster.cli.explore import explore
 from cluster.cli.report import LiveProgress, render_report
 from cluster.cli.runs import add_run_commands, report_waiting, resume_command
@@ -31,6 +35,8 @@ from cluster.metrics import serve_metrics
 __all__ = ["main", "build_parser"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+#: ``soloist status`` with no arguments lists the runs stored here when the file exists.
+_DEFAULT_STORE = "runs.sqlite"
 
 
 def _positive_int(text: str) -> int:
@@ -91,13 +97,30 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=_cmd_run)
 
     status = sub.add_parser("status", help="list runs: their versions and their agents",
-                            description="List the runs in a store (--store) and the live orchestrators of a cluster (--address).")
+                            description="List the runs in a store (--store) and the live orchestrators of a cluster (--address). "
+                            "Without either: the live runs of the cluster `soloist up` started, and the runs stored in "
+                            "./runs.sqlite when that file exists.")
     status.add_argument("--store", default=None, metavar="PATH", help="a run store (SQLite file)")
     status.add_argument("--json", action="store_true", help="print JSON instead of tables")
     _add_connection_args(status)
     status.set_defaults(handler=_cmd_status)
 
     add_run_commands(sub, _add_connection_args)
+
+    up = sub.add_parser("up", help="start a local Ray cluster that `soloist run` joins (skips Ray's start-up on every run)",
+                        description="Start a local Ray cluster for soloist and record it; `soloist run` and `soloist status` "
+                        "join it while it runs. `soloist down` stops it (and only it).")
+    up.add_argument("--num-cpus", type=_positive_int, default=None, help="CPUs the cluster offers (default: this machine's, at least 2)")
+    up.add_argument("--log-format", choices=("text", "json"), default="text", help="log records as text or one JSON object per line (stderr)")
+    up.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="default: WARNING")
+    up.set_defaults(handler=_cmd_up)
+
+    down = sub.add_parser("down", help="stop the local cluster that `soloist up` started (no other)",
+                          description="Stop the cluster recorded by `soloist up`; clusters started otherwise are never touched.")
+    down.add_argument("--log-format", choices=("text", "json"), default="text", help="log records as text or one JSON object per line (stderr)")
+    down.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="default: WARNING")
+    down.set_defaults(handler=_cmd_down)
+
     _add_optional_commands(sub)
     return parser
 
@@ -109,6 +132,7 @@ def _add_optional_commands(sub: Any) -> None:
 
 
 def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
+    started = time.perf_counter()
     args.max_turns_given = args.max_turns
     if args.resume is not None:
         if args.task is not None:
@@ -128,47 +152,98 @@ def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         except LlmConfigError as exc:
             err.print(f"[red]soloist run: {exc}[/]")
             return EXIT_USAGE
-    connect(args.address, code_from_cwd=False)  # the current directory may be the (untrusted) repository explored
-    if args.metrics_port is not None:
-        serve_metrics(args.metrics_port)
+    # With --json, stdout holds the document alone: Ray's output (worker-log forwarding, its
+    # C++ code, the processes of an embedded Ray) goes to stderr, at the descriptor level.
+    with stdout_reserved(args.json) as reserved:
+        was_connected = ray.is_initialized()
+        address, how = args.address, "address"
+        if address is None and not os.environ.get("RAY_ADDRESS"):
+            record = None if was_connected else joinable()
+            address, how = (record.address, "soloist up") if record is not None else (None, "embedded")
+        # the current directory may be the (untrusted) repository explored: keep it off workers' path
+        info = connect(address, code_from_cwd=False)
+        startup = time.perf_counter() - started
+        if args.metrics_port is not None:
+            serve_metrics(args.metrics_port)
+        name = args.name
+        page = None
+        if args.ui:
+            name = name or f"run-{uuid.uuid4().hex[:12]}"
+            page = start_run_page(name, err, store=args.store)
 
-    name = args.name
-    page = None
-    if args.ui:
-        name = name or f"run-{uuid.uuid4().hex[:12]}"
-        page = start_run_page(name, err, store=args.store)
+        async def go() -> Any:
+            progress = LiveProgress(err, args.task)
+            with progress:
+                return await explore(args.task, args.root, name=name, store=args.store, durability=args.durability,
+                                     max_turns=args.max_turns or 40, max_parallel=args.max_parallel,
+                                     on_event=progress.update, llm=llm)
 
-    async def go() -> int:
-        progress = LiveProgress(err, args.task)
-        with progress:
-            run = await explore(args.task, args.root, name=name, store=args.store, durability=args.durability,
-                                max_turns=args.max_turns or 40, max_parallel=args.max_parallel, on_event=progress.update,
-                                llm=llm)
+        try:
+            run = asyncio.run(go())
+        finally:
+            if page is not None:
+                page.close()
+            if args.json and not was_connected:
+                ray.shutdown()  # nothing of Ray's may print after the document
+        run = run.model_copy(update={"startup_seconds": round(startup, 3), "cluster": how, "cluster_address": info.address})
         if args.json:
-            out.print_json(run.model_dump_json())
+            reserved.write_document(run.model_dump_json(indent=2))
         else:
             render_report(out, run)
-        return report_waiting(run.outcome, run.run, args.store, err)
-
-    try:
-        return asyncio.run(go())
-    finally:
-        if page is not None:
-            page.close()
+    return report_waiting(run.outcome, run.run, args.store, err)
 
 
 def _cmd_status(args: argparse.Namespace, out: Console, err: Console) -> int:
-    if args.store is None and args.address is None:
-        err.print("[red]soloist status: pass --store PATH (stored runs) and/or --address ADDR (live runs)[/]")
+    store, address = args.store, args.address
+    if store is None and address is None:  # what runs and is stored nearby
+        record = joinable()
+        address = record.address if record is not None else None
+        store = _DEFAULT_STORE if os.path.exists(_DEFAULT_STORE) else None
+        if store is None and address is None:
+            message = (f"no live runs (no cluster started by `soloist up` is running) and no {_DEFAULT_STORE} here; "
+                       "pass --store PATH for stored runs or --address ADDR for the live runs of a cluster")
+            if args.json:
+                out.print_json(data={"store": None, "address": None, "runs": [], "note": message})
+            else:
+                out.print(message, markup=False, highlight=False, soft_wrap=True)
+            return EXIT_OK
+    if store is not None and not os.path.exists(store):
+        err.print(f"[red]soloist status: no store at {store!r}[/]")
         return EXIT_USAGE
-    if args.store is not None and not os.path.exists(args.store):
-        err.print(f"[red]soloist status: no store at {args.store!r}[/]")
-        return EXIT_USAGE
-    report = collect_status(store=args.store, address=args.address)
-    if args.json:
-        out.print_json(report.model_dump_json())
+    with stdout_reserved(args.json) as reserved:
+        report = collect_status(store=store, address=address)
+        if args.json:
+            reserved.write_document(report.model_dump_json(indent=2))
+        else:
+            render_status(out, report)
+    return EXIT_OK
+
+
+def _cmd_up(args: argparse.Namespace, out: Console, err: Console) -> int:
+    started = time.perf_counter()
+    record, new = start_local_cluster(num_cpus=args.num_cpus)
+    if new:
+        out.print(f"started a local Ray cluster for soloist at {record.address} (pid {record.pid}, {record.num_cpus} CPUs) "
+                  f"in {time.perf_counter() - started:.1f}s; `soloist run` and `soloist status` join it while it runs",
+                  markup=False, highlight=False, soft_wrap=True)
     else:
-        render_status(out, report)
+        out.print(f"a local cluster started by `soloist up` is already running at {record.address} (pid {record.pid})",
+                  markup=False, highlight=False, soft_wrap=True)
+    out.print(f"stop it with: soloist down   (record: {record_path()})", markup=False, highlight=False, soft_wrap=True)
+    return EXIT_OK
+
+
+def _cmd_down(args: argparse.Namespace, out: Console, err: Console) -> int:
+    before = local_cluster()
+    stopped = stop_local_cluster()
+    if stopped is None:
+        out.print(f"no cluster started by `soloist up` is recorded ({record_path()}); nothing was stopped",
+                  markup=False, highlight=False, soft_wrap=True)
+    elif before is not None and before.status == "stale":
+        out.print(f"the cluster recorded at {stopped.address} (pid {stopped.pid}) was no longer running; "
+                  "its record was removed and nothing was signalled", markup=False, highlight=False, soft_wrap=True)
+    else:
+        out.print(f"stopped the local cluster at {stopped.address} (pid {stopped.pid})", markup=False, highlight=False, soft_wrap=True)
     return EXIT_OK
 
 

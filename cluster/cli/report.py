@@ -13,7 +13,7 @@ from rich.text import Text
 from actors import RunEvent
 from cluster.cli.explore import ExplorationRun
 
-__all__ = ["LiveProgress", "render_report"]
+__all__ = ["LiveProgress", "render_report", "timing_line"]
 
 
 class LiveProgress:
@@ -68,6 +68,43 @@ class LiveProgress:
         return Panel(table, title=f"soloist run: {self._task}", border_style="cyan")
 
 
+#: Above this many importers of one symbol, the report summarises (the JSON keeps them all).
+MAX_IMPORTER_ROWS = 40
+
+
+def _render_importers(console: Console, summary: dict[str, Any]) -> None:
+    """Re-exports, then every importer of each symbol asked about (summarised when many)."""
+    reexports = [r for r in summary.get("reexports", []) if r.get("public")]
+    if reexports:
+        table = Table(title="Re-exports (not definitions)")
+        for col in ("symbol", "module", "from", "where"):
+            table.add_column(col)
+        for r in reexports:
+            table.add_row(str(r["symbol"]), str(r["module"]), str(r["source"]), str(r["ref"]))
+        console.print(table)
+    rows = summary.get("importers", [])
+    for symbol, count in (summary.get("importer_counts") or {}).items():
+        mine = [r for r in rows if r["symbol"] == symbol]
+        what = f"{symbol} or its module" if count.get("kind") == "symbol" else f"module {symbol}"
+        title = f"Modules that import {what}: {count.get('count', len(mine))}" + (
+            "" if count.get("complete", True) else " (incomplete: a bound stopped the search)")
+        if not mine:
+            console.print(f"[bold]{title}[/]")
+            continue
+        if len(mine) > MAX_IMPORTER_ROWS:
+            top = ", ".join(f"{package} ({n})" for package, n in count.get("top_packages", []))
+            console.print(f"[bold]{title}[/]; top packages: {top}")
+            console.print(f"[dim]the first {MAX_IMPORTER_ROWS // 2} below; every importer is in the output of --json[/]")
+            mine, title = mine[: MAX_IMPORTER_ROWS // 2], ""
+        table = Table(title=title or None)
+        for col in ("importer", "imports", "where", "how"):
+            table.add_column(col)
+        for r in mine:
+            how = r["how"] + (" (conditional)" if r.get("conditional") else "") + (" (in a function)" if r.get("local") else "")
+            table.add_row(str(r["importer"]), str(r["imported"]), str(r["ref"]), how)
+        console.print(table)
+
+
 def render_report(console: Console, run: ExplorationRun) -> None:
     """The final report: headline, definitions, import edges, blocked calls, the trail."""
     outcome = run.outcome
@@ -85,9 +122,10 @@ def render_report(console: Console, run: ExplorationRun) -> None:
         for d in definitions:
             table.add_row(str(d["symbol"]), str(d["kind"]), str(d["ref"]), Text(str(d["text"]).strip(), overflow="ellipsis"))
         console.print(table)
+    _render_importers(console, summary)
     imports = summary.get("imports", [])
     if imports:
-        table = Table(title="Import edges involved")
+        table = Table(title="Other import edges seen")
         for col in ("importer", "imports", "where"):
             table.add_column(col)
         for e in imports:
@@ -120,8 +158,20 @@ def render_report(console: Console, run: ExplorationRun) -> None:
         console.print(table)
     console.print(
         f"[dim]run {run.run}: {outcome.turns} turns, {outcome.handoffs} handoffs "
-        f"({outcome.handoff_errors} failed), version {outcome.version}, {outcome.wall_seconds:.1f}s[/]"
+        f"({outcome.handoff_errors} failed), version {outcome.version}[/]"
     )
+    console.print(f"[dim]{timing_line(run)}[/]")
+
+
+def timing_line(run: ExplorationRun) -> str:
+    """Start-up and run times, and how the run reached Ray (the report's last line)."""
+    how = {
+        "embedded": "started an embedded Ray (run `soloist up` once to skip this)",
+        "soloist up": f"joined the local cluster of `soloist up` at {run.cluster_address}",
+        "address": f"joined {run.cluster_address}",
+    }.get(run.cluster or "", "")
+    startup = f"start-up {run.startup_seconds:.1f}s" if run.startup_seconds is not None else "start-up not measured"
+    return f"{startup}, run {run.outcome.wall_seconds:.1f}s" + (f"; {how}" if how else "")
 
 
 def _confidence(event: RunEvent) -> str:

@@ -16,6 +16,8 @@ key                 value                                                       
 ``excerpts``        [{path, start_line, end_line, lines}]                          exploration
 ``imports``         [{importer, imported, path, line, imported_path}] edges        exploration
                     touching the files involved
+``importers``       symbol -> ``find_importers`` answer (kind, modules,            exploration
+                    definitions, reexports, importers), the whole import graph
 ``calls_made``      [tool_name + json.dumps(arguments, sort_keys=True)]            exploration
 ``planned_calls``   call_id -> {tool_name, arguments} of every call planned        exploration
 ``digested_calls``  [call_id] of the tool results already folded into state        exploration

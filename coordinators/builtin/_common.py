@@ -23,7 +23,7 @@ __all__ = [
 ]
 
 #: The skills the built-in coordinators plan (served by `actors.builtin.code_skills`).
-CODE_TOOLS = ("list_tree", "search_code", "read_excerpt", "python_imports")
+CODE_TOOLS = ("list_tree", "search_code", "read_excerpt", "python_imports", "find_importers")
 
 #: A run's stages, in the only order they may be entered.
 #: initial      nothing classified yet;

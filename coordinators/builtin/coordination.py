@@ -23,27 +23,75 @@ __all__ = ["CoordinationCoordinator", "build_summary", "MAX_SUMMARY_REFERENCES"]
 
 MAX_SUMMARY_REFERENCES = 20
 MAX_SUMMARY_EDGES = 30
+HEADLINE_IMPORTERS = 8
 
 
 def _ref(path: str, line: Any) -> str:
     return f"{path}:{line}"
 
 
+def _top_packages(modules: list[str], limit: int = 8) -> list[list[Any]]:
+    """``[[package, count], ...]``, most importers first: packages are the first two dotted parts."""
+    counts: dict[str, int] = {}
+    for module in modules:
+        package = ".".join(module.split(".")[:2])
+        counts[package] = counts.get(package, 0) + 1
+    return [[p, n] for p, n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:limit]]
+
+
+def _importer_answers(answers: dict[str, Any]) -> dict[str, Any]:
+    """The importer sections of the summary from ``find_importers`` answers."""
+    definitions, reexports, importers, counts = [], [], [], {}
+    for symbol, answer in answers.items():
+        if answer.get("kind") not in ("symbol", "module"):
+            continue
+        for d in answer.get("definitions", []):
+            definitions.append({"symbol": symbol, "kind": d["kind"], "module": d["module"], "path": d["path"],
+                                "line": d["line"], "ref": _ref(d["path"], d["line"]), "text": ""})
+        for r in answer.get("reexports", []):
+            reexports.append({"symbol": symbol, "module": r["module"], "source": r["source"], "path": r["path"],
+                              "line": r["line"], "ref": _ref(r["path"], r["line"]), "public": r["public"]})
+        rows = [
+            {"symbol": symbol, "importer": i["importer"], "imported": i["imported"], "path": i["path"],
+             "line": i["line"], "ref": _ref(i["path"], i["line"]), "how": i["how"],
+             "conditional": i.get("conditional", False), "local": i.get("local", False)}
+            for i in answer.get("importers", [])
+        ]
+        importers += rows
+        counts[symbol] = {
+            "kind": answer["kind"], "modules": answer.get("modules", []), "count": len(rows),
+            "complete": not answer.get("truncated", False),
+            "top_packages": _top_packages([r["importer"] for r in rows]),
+        }
+    return {"definitions": definitions, "reexports": reexports, "importers": importers, "importer_counts": counts}
+
+
 def build_summary(snapshot: ContextSnapshot, trail: list[dict[str, Any]]) -> dict[str, Any]:
-    """The final report: definitions (path:line), references, import edges, the trail."""
+    """The final report: definitions (path:line), re-exports, every importer of the symbols
+    asked about, references, the other import edges seen, the trail."""
     task = read_state(snapshot, "task", {})
     findings = read_state(snapshot, "findings", [])
-    definitions = [
+    graph = _importer_answers(read_state(snapshot, "importers", {}))
+    answered = {d["symbol"] for d in graph["definitions"]}
+    exact = {(d["path"], d["line"]) for d in graph["definitions"]}
+    texts = {(f["path"], f["line"]): f["text"] for f in findings}
+    for d in graph["definitions"]:
+        d["text"] = texts.get((d["path"], d["line"]), "")
+    # A search hit that looks like a definition of a symbol the import graph answered, but is
+    # not one of its module-level definitions (a method, an alias), is only a reference.
+    definitions = graph["definitions"] + [
         {"symbol": f["via"], "kind": f["symbol_kind"], "path": f["path"], "line": f["line"],
          "ref": _ref(f["path"], f["line"]), "text": f["text"]}
-        for f in findings if f.get("symbol_kind")
+        for f in findings if f.get("symbol_kind") and f["via"] not in answered
     ]
     references = [
         {"symbol": f["via"], "path": f["path"], "line": f["line"], "ref": _ref(f["path"], f["line"]),
          "text": f["text"]}
-        for f in findings if not f.get("symbol_kind")
+        for f in findings
+        if not f.get("symbol_kind") or (f["via"] in answered and (f["path"], f["line"]) not in exact)
     ][:MAX_SUMMARY_REFERENCES]
-    edges = read_state(snapshot, "imports", [])
+    answer_edges = {(i["path"], i["line"]) for i in graph["importers"]}
+    edges = [e for e in read_state(snapshot, "imports", []) if (e["path"], e["line"]) not in answer_edges]
     involved = {f["path"] for f in findings}
     among = [e for e in edges if e["path"] in involved and e.get("imported_path") in involved]
     chosen = among or edges
@@ -57,7 +105,16 @@ def build_summary(snapshot: ContextSnapshot, trail: list[dict[str, Any]]) -> dic
         for e in read_state(snapshot, "excerpts", [])
     ]
     headline = [f"{d['symbol']} ({d['kind']}) defined at {d['ref']}" for d in definitions]
-    headline += [f"{e['importer']} imports {e['imported']} at {e['ref']}" for e in imports[:5]]
+    for r in graph["reexports"]:
+        if r["public"]:
+            headline.append(f"{r['symbol']} re-exported by {r['module']} at {r['ref']}")
+    for symbol, count in graph["importer_counts"].items():
+        names = [i["importer"] for i in graph["importers"] if i["symbol"] == symbol]
+        shown = ", ".join(names[:HEADLINE_IMPORTERS]) + (f" (+{len(names) - HEADLINE_IMPORTERS} more)" if len(names) > HEADLINE_IMPORTERS else "")
+        what = f"{symbol} or its module" if count["kind"] == "symbol" else f"module {symbol}"
+        headline.append(f"{count['count']} module(s) import {what}" + (f": {shown}" if names else ""))
+    if not graph["importer_counts"]:
+        headline += [f"{e['importer']} imports {e['imported']} at {e['ref']}" for e in imports[:5]]
     if not headline:
         headline = ["no definitions found" if findings else "nothing matched the task's keywords"]
     return {
@@ -66,6 +123,9 @@ def build_summary(snapshot: ContextSnapshot, trail: list[dict[str, Any]]) -> dic
         "keywords": task.get("keywords", []),
         "headline": headline,
         "definitions": definitions,
+        "reexports": graph["reexports"],
+        "importers": graph["importers"],
+        "importer_counts": graph["importer_counts"],
         "references": references,
         "imports": imports,
         "excerpts": excerpts,

@@ -2,7 +2,9 @@
 
 Each turn it first *digests* the ``tool`` messages it has not seen (ids in
 ``digested_calls``) into ``files``, ``findings``, ``excerpts`` and ``imports``, then
-*plans* at most `MAX_CALLS_PER_TURN` new calls in a fixed order: ``list_tree`` once; per
+*plans* at most `MAX_CALLS_PER_TURN` new calls in a fixed order: ``list_tree`` once;
+``find_importers`` once for the keywords that look like code names (the whole import graph
+of the root in one handoff: definitions, re-exports and every importer, to closure); per
 keyword, best first, ``search_code`` for its definitions and its whole-word uses (a literal
 search for a phrase); once every search is answered, ``read_excerpt`` of the best hits
 (definitions first); and ``python_imports`` once, over the files the hits are in. A call
@@ -29,6 +31,7 @@ __all__ = [
     "MAX_EXCERPTS",
     "MAX_FINDINGS",
     "MAX_IMPORT_EDGES",
+    "importer_symbols",
 ]
 
 MAX_CALLS_PER_TURN = 4
@@ -37,16 +40,17 @@ MAX_EXCERPTS = 4
 MAX_FINDINGS = 200
 MAX_IMPORT_EDGES = 200
 MAX_IMPORT_FILES = 200
+MAX_IMPORTER_SYMBOLS = 4
 SEARCH_MAX_HITS = 50
 EXCERPT_CONTEXT = 5
 LARGE_FILE_BYTES = 1_000_000
 
 #: Tools called at most once per run, whatever their arguments.
-_ONCE_PER_RUN = frozenset({"list_tree", "python_imports"})
+_ONCE_PER_RUN = frozenset({"list_tree", "python_imports", "find_importers"})
 
 #: The state keys exploration owns (it writes only these, plus ``trail``).
 OWNED_KEYS = (
-    "files", "findings", "excerpts", "imports", "calls_made", "planned_calls", "digested_calls",
+    "files", "findings", "excerpts", "imports", "importers", "calls_made", "planned_calls", "digested_calls",
 )
 
 
@@ -70,6 +74,13 @@ class Survey:
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+
+
+def importer_symbols(keywords: list[str]) -> list[str]:
+    """The keywords that can name code (identifiers, dotted names), best first, at most
+    `MAX_IMPORTER_SYMBOLS`: the symbols whose importers the run looks up."""
+    return [k for k in keywords if _IDENTIFIER.fullmatch(k) or _DOTTED.fullmatch(k)][:MAX_IMPORTER_SYMBOLS]
 
 
 def _searches(root: str, keyword: str) -> list[tuple[str, str, dict[str, Any]]]:
@@ -121,6 +132,21 @@ def _digest_one(work: Survey, planned: dict[str, Any], output: Any) -> None:
     elif tool_name == "read_excerpt":
         st["excerpts"].append({k: output.get(k) for k in ("path", "start_line", "end_line", "lines")})
         work.notes.append(f"read {output.get('path')}:{output.get('start_line')}-{output.get('end_line')}")
+    elif tool_name == "find_importers":
+        answers = {}
+        for result in output.get("results", []):
+            answers[result["symbol"]] = result
+            what = "module" if result.get("kind") == "module" else "name"
+            if result.get("kind") == "unknown":
+                work.notes.append(f"{result['symbol']!r} is neither a module-level name nor a module here")
+                continue
+            state = "incomplete (a bound stopped the reading)" if result.get("truncated") else "complete"
+            work.notes.append(
+                f"importers of {what} {result['symbol']!r}: {len(result.get('importers', []))} module(s), "
+                f"{len(result.get('reexports', []))} re-export(s), {len(result.get('definitions', []))} definition(s); "
+                f"set {state} over {output.get('parsed', 0)} parsed file(s)"
+            )
+        st["importers"] = answers
     elif tool_name == "python_imports":
         modules: dict[str, str] = output.get("modules", {})
         involved = {f["path"] for f in st["findings"]} | {e["path"] for e in st["excerpts"]}
@@ -175,6 +201,9 @@ def _candidates(work: Survey, pending: set[str]) -> list[tuple[str, dict[str, An
     """Every call worth making now, best first (before de-duplication and caps)."""
     st, root = work.state, work.root
     found: list[tuple[str, dict[str, Any]]] = [("list_tree", {"root": root})]
+    symbols = importer_symbols(work.keywords)
+    if symbols:  # one handoff answers definitions, re-exports and every importer, to closure
+        found.append(("find_importers", {"root": root, "symbols": symbols}))
     searches = []
     for keyword in work.keywords:
         for purpose, *call in _searches(root, keyword):
@@ -226,6 +255,7 @@ def survey(snapshot: ContextSnapshot) -> Survey:
             "findings": read_state(snapshot, "findings", []),
             "excerpts": read_state(snapshot, "excerpts", []),
             "imports": read_state(snapshot, "imports", []),
+            "importers": read_state(snapshot, "importers", {}),
             "calls_made": read_state(snapshot, "calls_made", []),
             "planned_calls": read_state(snapshot, "planned_calls", {}),
             "digested_calls": read_state(snapshot, "digested_calls", []),
@@ -292,6 +322,8 @@ def _brief(planned: dict[str, Any]) -> str:
         what = f"{planned['purpose']} of {planned['keyword']!r}"
     elif "pattern" in arguments:
         what = repr(arguments["pattern"])
+    elif "symbols" in arguments:
+        what = ", ".join(map(repr, arguments["symbols"]))
     elif "path" in arguments:
         what = f"{arguments['path']}:{arguments.get('line', '')}"
     else:

@@ -281,7 +281,7 @@ def test_max_files_sets_truncated(tmp_path: Path) -> None:
 
 
 def test_code_skills_registry_names() -> None:
-    assert sorted(CODE_SKILLS) == ["list_tree", "python_imports", "read_excerpt", "search_code"]
+    assert sorted(CODE_SKILLS) == ["find_importers", "list_tree", "python_imports", "read_excerpt", "search_code"]
 
 
 def test_root_that_is_a_package_names_its_modules(tmp_path: Path) -> None:

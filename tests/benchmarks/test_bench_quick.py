@@ -38,6 +38,7 @@ _EXPECTED_FIGURES = {
     "observability_cost": 3,
     "multi_driver": 2,
     "scaling_runs": 2,
+    "exploration_accuracy": 4,
     "scaling_nodes": 1,
 }
 

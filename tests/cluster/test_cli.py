@@ -92,8 +92,9 @@ def test_run_reports_the_defining_file_and_line_and_the_import_edge(fixture_repo
     summary = outcome["state"]["summary"]
     refs = {d["ref"] for d in summary["definitions"] if d["symbol"] == "TaxRule"}
     assert refs == {"ledger/core.py:6"}, summary["definitions"]
-    edges = {(e["importer"], e["imported"], e["ref"]) for e in summary["imports"]}
-    assert ("ledger.api", "ledger.core", "ledger/api.py:1") in edges
+    importers = {(e["importer"], e["imported"], e["ref"]) for e in summary["importers"]}
+    assert importers == {("ledger.api", "ledger.core", "ledger/api.py:1")}
+    assert report["cluster"] == "embedded" and report["startup_seconds"] > 0
     assert not any(f["path"].startswith("build/") for f in outcome["state"]["findings"])
     assert outcome["handoffs"] > 0 and outcome["handoff_errors"] == 0
 

@@ -18,6 +18,21 @@ FILES = {
 }
 
 
+IMPORTERS = {
+    "results": [{
+        "symbol": "Widget", "kind": "symbol", "modules": ["pkg.widgets"],
+        "definitions": [{"module": "pkg.widgets", "path": "pkg/widgets.py", "line": 3, "kind": "class"}],
+        "reexports": [{"module": "pkg", "source": "pkg.widgets", "path": "pkg/__init__.py", "line": 1, "public": True}],
+        "importers": [
+            {"importer": "pkg", "imported": "pkg.widgets", "path": "pkg/__init__.py", "line": 1, "how": "from"},
+            {"importer": "pkg.app", "imported": "pkg.widgets", "path": "pkg/app.py", "line": 1, "how": "from"},
+        ],
+        "truncated": False,
+    }],
+    "parsed": 3,
+}
+
+
 def hit(path: str, line: int, kind: str | None = None, text: str = "...") -> dict[str, Any]:
     return {"path": path, "line": line, "text": text, "symbol_kind": kind}
 
@@ -36,6 +51,7 @@ def outputs(tool_name: str, arguments: dict[str, Any]) -> tuple[Any, bool]:
         return {"path": arguments["path"], "start_line": max(1, line - 5), "end_line": line + 5, "lines": []}, False
     return table({
         "list_tree": {"entries": list(FILES.values()), "truncated": False},
+        "find_importers": IMPORTERS,
         "python_imports": {
             "edges": [
                 {"importer": "pkg.app", "imported": "pkg.widgets", "path": "pkg/app.py", "line": 1},
@@ -60,14 +76,14 @@ async def test_first_turn_lists_the_tree_and_searches_best_keywords_first() -> N
     search = {"root": ROOT, "max_hits": 50, "regex": True}
     assert planned_calls(result) == [
         ("list_tree", {"root": ROOT}),
+        ("find_importers", {"root": ROOT, "symbols": ["Widget", "make_widget", "render", "theme"]}),
         ("search_code", {**search, "pattern": definitions.format("Widget")}),
         ("search_code", {**search, "pattern": r"\bWidget\b"}),
-        ("search_code", {**search, "pattern": definitions.format("make_widget"), "case_sensitive": True}),
     ]
     assert result.handoff_to == "safety"
     assert result.reasoning == (
-        "planned 4 call(s): list_tree(), search_code(definitions of 'Widget'), "
-        "search_code(uses of 'Widget'), search_code(definitions of 'make_widget')"
+        "planned 4 call(s): list_tree(), find_importers('Widget', 'make_widget', 'render', 'theme'), "
+        "search_code(definitions of 'Widget'), search_code(uses of 'Widget')"
     )
     after = reduce(state, result.transitions)
     assert after.conversation_state["calls_made"] == [call_key(*call) for call in planned_calls(result)]
@@ -106,8 +122,9 @@ async def test_reads_definitions_first_then_follows_imports() -> None:
     while not any(name == "read_excerpt" for name, _ in calls):
         state, calls, _ = await turn(state)
         tools.append([name for name, _ in calls])
-    # 1 listing + 10 searches (definitions and uses of 5 keywords), 4 a turn; excerpts wait for all
-    assert tools[:3] == [["list_tree"] + ["search_code"] * 3, ["search_code"] * 4, ["search_code"] * 3]
+    # 1 listing, 1 import graph, 10 searches (definitions and uses of 5 keywords), 4 a turn;
+    # excerpts wait for all searches
+    assert tools[:3] == [["list_tree", "find_importers"] + ["search_code"] * 2, ["search_code"] * 4, ["search_code"] * 4]
     assert calls == [
         ("read_excerpt", {"root": ROOT, "path": "pkg/widgets.py", "line": 3, "context": 5}),
         ("read_excerpt", {"root": ROOT, "path": "pkg/widgets.py", "line": 20, "context": 5}),
@@ -139,7 +156,7 @@ async def test_blocked_and_failed_results_are_digested_not_retried() -> None:
     assert "list_tree blocked: path_outside_root: no" in result.reasoning
     assert "search_code blocked" in result.reasoning
     after = reduce(state, result.transitions)
-    assert len(after.conversation_state["digested_calls"]) == 3  # list_tree + 2 searches
+    assert len(after.conversation_state["digested_calls"]) == 4  # list_tree, find_importers, 2 searches
 
 
 async def test_without_root_nothing_is_planned() -> None:
@@ -147,3 +164,18 @@ async def test_without_root_nothing_is_planned() -> None:
     result = await ExplorationCoordinator().process(snap(state), "task")
     assert planned_calls(result) == [] and result.handoff_to == "coordination"
     assert "no root in state" in result.reasoning
+
+
+async def test_the_import_graph_answer_is_kept_whole_with_a_note_that_the_set_is_complete() -> None:
+    state = state_with("exploring", task={"keywords": ["Widget"]})
+    state, _, _ = await turn(state)
+    result = await ExplorationCoordinator().process(snap(state), "task")
+    assert "importers of name 'Widget': 2 module(s), 1 re-export(s), 1 definition(s); set complete" in result.reasoning
+    after = reduce(state, result.transitions)
+    assert after.conversation_state["importers"]["Widget"] == IMPORTERS["results"][0]
+
+
+async def test_only_code_like_keywords_are_looked_up_in_the_import_graph() -> None:
+    state = state_with("exploring", task={"keywords": ["retry policy", "pkg.widgets", "Widget"]})
+    result = await ExplorationCoordinator().process(snap(state), "task")
+    assert planned_calls(result)[1] == ("find_importers", {"root": ROOT, "symbols": ["pkg.widgets", "Widget"]})

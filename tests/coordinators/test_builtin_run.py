@@ -31,6 +31,17 @@ CANNED = {
     "apply_discount": {"hits": [
         {"path": "shop/pricing.py", "line": 30, "text": "def apply_discount(total):", "symbol_kind": "def"},
     ]},
+    "importers": {
+        "PriceRule": {
+            "symbol": "PriceRule", "kind": "symbol", "modules": ["shop.pricing"],
+            "definitions": [{"module": "shop.pricing", "path": "shop/pricing.py", "line": 14, "kind": "class"}],
+            "reexports": [{"module": "shop", "source": "shop.pricing", "path": "shop/__init__.py", "line": 1, "public": True}],
+            "importers": [
+                {"importer": "shop", "imported": "shop.pricing", "path": "shop/__init__.py", "line": 1, "how": "from"},
+                {"importer": "shop.cart", "imported": "shop.pricing", "path": "shop/cart.py", "line": 2, "how": "from"},
+            ],
+        },
+    },
     "python_imports": {
         "edges": [{"importer": "shop.cart", "imported": "shop.pricing", "path": "shop/cart.py", "line": 2}],
         "modules": {"shop.cart": "shop/cart.py", "shop.pricing": "shop/pricing.py"},
@@ -45,6 +56,9 @@ def outputs(tool_name: str, arguments: dict[str, Any]) -> tuple[Any, bool]:
     if tool_name == "read_excerpt":
         line = arguments["line"]
         return {"path": arguments["path"], "start_line": line - 5, "end_line": line + 5, "lines": ["..."]}, False
+    if tool_name == "find_importers":
+        unknown = {"kind": "unknown", "importers": [], "definitions": [], "reexports": []}
+        return {"results": [CANNED["importers"].get(s, {**unknown, "symbol": s}) for s in arguments["symbols"]]}, False
     return CANNED[tool_name], False
 
 
@@ -56,9 +70,16 @@ async def test_a_whole_run_ends_complete_with_a_summary_naming_file_and_line() -
     summary = state.conversation_state["summary"]
     assert "PriceRule (class) defined at shop/pricing.py:14" in summary["headline"]
     assert "apply_discount (def) defined at shop/pricing.py:30" in summary["headline"]
-    assert [(e["importer"], e["imported"], e["ref"]) for e in summary["imports"]] == [
-        ("shop.cart", "shop.pricing", "shop/cart.py:2")
+    # every importer of the symbol asked about, each with file:line; the same statement is not
+    # repeated among the other edges seen
+    assert [(e["importer"], e["imported"], e["ref"]) for e in summary["importers"]] == [
+        ("shop", "shop.pricing", "shop/__init__.py:1"), ("shop.cart", "shop.pricing", "shop/cart.py:2"),
     ]
+    assert summary["imports"] == []
+    assert "2 module(s) import PriceRule or its module: shop, shop.cart" in summary["headline"]
+    assert "PriceRule re-exported by shop at shop/__init__.py:1" in summary["headline"]
+    # the copy in the escaping vendor directory is a search hit, not a module-level definition
+    assert [d["ref"] for d in summary["definitions"] if d["symbol"] == "PriceRule"] == ["shop/pricing.py:14"]
     # safety blocked the excerpt through the escaping symlink; nothing was ever called twice
     [blocked] = summary["blocked"]
     assert blocked["arguments"]["path"] == "shop/vendor/rules.py"
