@@ -85,7 +85,7 @@ def preset(mode: Mode) -> BenchConfig:
             handoff_calls=30, cold_handoff_calls=3, parallel_calls=80, cpu_calls=8, driver_calls=20,
             scaling_nodes=(1, 2), scaling_runs=(1, 2), scaling_calls_per_run=30, scaling_node_runs=1,
             scaling_node_replicas=2, memory_messages=20_000, memory_rounds=1,
-            recovery_changes=(1_000,), checkpoint_every=300, recovery_kills=2, scaling_rounds=1, observability_calls=60,
+            recovery_changes=(600,), checkpoint_every=250, recovery_kills=2, scaling_rounds=1, observability_calls=60,
         )
     if mode == "smallest":
         return BenchConfig(

@@ -58,7 +58,7 @@ PACKAGES: tuple[tuple[str, str], ...] = (
     ("uvicorn", "Config"),
 )
 
-_BY_MODE = {"full": len(PACKAGES), "quick": 4, "smallest": 1}
+_BY_MODE = {"full": len(PACKAGES), "quick": 1, "smallest": 1}  # each question is a fresh `soloist run` (its own Ray)
 _SMALLEST = ("yaml",)
 _RUN_TIMEOUT_S = 600.0
 _LAUNCH = "import sys; from cluster.cli import main; sys.exit(main())"

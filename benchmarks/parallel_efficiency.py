@@ -32,21 +32,27 @@ def ideal_seconds(calls: int, sleep_s: float, cap: int = CAP) -> float:
 
 
 @contextlib.asynccontextmanager
-async def soloist_fanout(ctx: BenchContext, calls: list[Call], out_type: type, prefix: str) -> AsyncIterator[Callable[[], Awaitable[None]]]:
-    """A warm run and a function that hands off ``calls`` in one ``parallel_handoff``."""
+async def fanout_run(ctx: BenchContext, prefix: str) -> AsyncIterator[Orchestrator[Counter]]:
+    """A run handing off to the bench's skills, closed (with its semaphore) on exit."""
     orch = Orchestrator(Counter(), caller=ctx.skills, name=run_name(prefix))
     try:
-        await parallel_handoff(orch, calls[:CAP], out_type)  # warm: pool and semaphore exist
-
-        async def once() -> None:
-            results = await parallel_handoff(orch, calls, out_type)
-            failed = [r.error for r in results if r.error is not None]
-            if failed:
-                raise RuntimeError(f"{len(failed)} fan-out handoffs failed, first: {failed[0]!r}")
-
-        yield once
+        yield orch
     finally:
         await close_run(orch)
+
+
+async def warm_fanout(orch: Orchestrator[Counter], calls: list[Call], out_type: type) -> Callable[[], Awaitable[None]]:
+    """Warm ``orch`` for ``calls`` (their skill's pool and the semaphore exist), and return a
+    function that hands off ``calls`` in one ``parallel_handoff``."""
+    await parallel_handoff(orch, calls[:CAP], out_type)
+
+    async def once() -> None:
+        results = await parallel_handoff(orch, calls, out_type)
+        failed = [r.error for r in results if r.error is not None]
+        if failed:
+            raise RuntimeError(f"{len(failed)} fan-out handoffs failed, first: {failed[0]!r}")
+
+    return once
 
 
 async def run(ctx: BenchContext) -> MeasureResult:
@@ -57,7 +63,8 @@ async def run(ctx: BenchContext) -> MeasureResult:
     args = {"seconds": cfg.fanout_sleep_s}
     await asyncio.gather(*[r.call.remote("sleep", args) for r in raws])
     calls = [Call("sleep", SleepIn(seconds=cfg.fanout_sleep_s))] * cfg.fanout_calls
-    async with soloist_fanout(ctx, calls, SleepOut, "fanout") as once:
+    async with fanout_run(ctx, "fanout") as orch:
+        once = await warm_fanout(orch, calls, SleepOut)
         ctx.step("soloist parallel_handoff and raw Ray + asyncio.Semaphore(4), interleaved")
         ours, raw = await interleaved(once, lambda: raw_fanout(raws, cfg.fanout_calls, "sleep", args), cfg.rounds)
     params = {"calls": cfg.fanout_calls, "sleep_s": cfg.fanout_sleep_s, "cap": CAP, "ideal_s": ideal}

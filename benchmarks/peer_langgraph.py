@@ -19,7 +19,7 @@ from typing import Annotated, Any, TypedDict
 
 from actors import Call
 from benchmarks._harness import BenchContext, BurnIn, BurnOut, NoopOut, SleepIn, SleepOut, burn, calibrate_burn, interleaved
-from benchmarks.parallel_efficiency import CAP, ideal_seconds, soloist_fanout
+from benchmarks.parallel_efficiency import CAP, fanout_run, ideal_seconds, warm_fanout
 from benchmarks.results import Figure, MeasureResult
 
 NAME = "peer_langgraph"
@@ -91,21 +91,22 @@ async def run(ctx: BenchContext) -> MeasureResult:
     params: dict[str, float | int | str] = {"cap": CAP, "langgraph": version("langgraph")}
     ideal = ideal_seconds(cfg.fanout_calls, cfg.fanout_sleep_s)
 
-    ctx.step("sleeping fan-out")
-    sleeping = [Call("sleep", SleepIn(seconds=cfg.fanout_sleep_s))] * cfg.fanout_calls
-    async with soloist_fanout(ctx, sleeping, SleepOut, "peer-sleep") as once:
+    # One warm run serves the three fan-outs (each warms its own skill's pool first).
+    async with fanout_run(ctx, "peer") as orch:
+        ctx.step("sleeping fan-out")
+        once = await warm_fanout(orch, [Call("sleep", SleepIn(seconds=cfg.fanout_sleep_s))] * cfg.fanout_calls, SleepOut)
         ours_sleep, lg_sleep = await interleaved(once, _langgraph(graph, cfg.fanout_calls, cfg.fanout_sleep_s), cfg.rounds)
 
-    ctx.step("no-op fan-out")
-    n = cfg.parallel_calls
-    async with soloist_fanout(ctx, [Call("noop")] * n, NoopOut, "peer-noop") as once:
+        ctx.step("no-op fan-out")
+        n = cfg.parallel_calls
+        once = await warm_fanout(orch, [Call("noop")] * n, NoopOut)
         ours_noop, lg_noop = await interleaved(once, _langgraph(graph, n), cfg.rounds)
 
-    ctx.step("calibrating the CPU-bound skill")
-    iterations = calibrate_burn(cfg.cpu_seconds)
-    ctx.step("CPU-bound fan-out")
-    m = cfg.cpu_calls
-    async with soloist_fanout(ctx, [Call("burn", BurnIn(iterations=iterations))] * m, BurnOut, "peer-cpu") as once:
+        ctx.step("calibrating the CPU-bound skill")
+        iterations = calibrate_burn(cfg.cpu_seconds)
+        ctx.step("CPU-bound fan-out")
+        m = cfg.cpu_calls
+        once = await warm_fanout(orch, [Call("burn", BurnIn(iterations=iterations))] * m, BurnOut)
         ours_cpu, lg_cpu = await interleaved(once, _langgraph(graph, m, iterations=iterations), cfg.rounds)
 
     sleep_params = {**params, "calls": cfg.fanout_calls, "sleep_s": cfg.fanout_sleep_s}

@@ -55,7 +55,8 @@ async def run(ctx: BenchContext) -> MeasureResult:
     if ray.is_initialized():
         ray.shutdown()
     ctx.reset_skills()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "object_store_memory": _OBJECT_STORE_BYTES})
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "object_store_memory": _OBJECT_STORE_BYTES,
+                                                              "include_dashboard": False})
     rates: list[list[float]] = []
     spread: list[int] = []
     try:

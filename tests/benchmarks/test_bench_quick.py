@@ -105,13 +105,17 @@ def test_targets_mark_only_the_figures_that_miss_them(report: BenchReport) -> No
 
 def test_presets_keep_the_sizes_the_issue_names() -> None:
     full, quick = preset("full"), preset("quick")
-    for cfg in (full, quick):
-        assert cfg.snapshot_sizes == (10, 1_000, 100_000)
-        assert (cfg.fanout_calls, cfg.fanout_sleep_s) == (40, 0.1)
-        assert cfg.scaling_nodes == (1, 2, 3) and cfg.scaling_runs == (1, 2, 4, 8)
-        assert cfg.memory_messages == 100_000
-        assert (cfg.cpu_seconds, cfg.drivers) == (0.1, 2)
+    assert full.snapshot_sizes == (10, 1_000, 100_000)
+    assert full.scaling_nodes == (1, 2, 3) and full.scaling_runs == (1, 2, 4, 8)
+    assert full.memory_messages == 100_000
     assert full.recovery_changes == (10_000, 100_000) and full.cpu_calls == 40
+    for cfg in (full, quick):  # the quick run keeps the issue's fan-out, CPU-bound skill and two drivers
+        assert (cfg.fanout_calls, cfg.fanout_sleep_s) == (40, 0.1)
+        assert (cfg.cpu_seconds, cfg.drivers) == (0.1, 2)
+        assert cfg.rounds >= 2  # a spread, not one round
+    sizes = ("apply_calls", "durable_apply_calls", "handoff_calls", "parallel_calls", "cpu_calls", "memory_messages")
+    assert all(getattr(quick, name) <= getattr(full, name) for name in sizes)
+    assert max(quick.snapshot_sizes) <= max(full.snapshot_sizes) and max(quick.recovery_changes) <= max(full.recovery_changes)
     with pytest.raises(ValueError, match="unknown benchmark mode"):
         preset("huge")  # type: ignore[arg-type]
     assert isinstance(preset("smallest"), BenchConfig)
