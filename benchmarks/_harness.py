@@ -19,15 +19,18 @@ from typing import Any, Protocol
 
 import cloudpickle
 import ray
+import ray.cloudpickle
 from pydantic import BaseModel
 
 from actors import Orchestrator, SkillRegistry, ToolCallResult
 from benchmarks.config import BenchConfig
+from cluster import metrics
+from cluster.semaphore import ClusterSemaphore
 
 __all__ = [
     "BenchContext", "Progress", "NoopIn", "NoopOut", "SleepIn", "SleepOut", "Counter", "bump", "make_registry",
-    "RawCounter", "RawHolder", "RawSubagent", "ensure_ray", "ship_by_value", "best", "timed", "close_run",
-    "run_name",
+    "RawCounter", "RawHolder", "RawSubagent", "ensure_ray", "ship_by_value", "timed", "interleaved", "close_run",
+    "run_name", "BurnIn", "BurnOut", "burn", "calibrate_burn", "load_average",
 ]
 
 _log = logging.getLogger("soloist.bench")
@@ -85,18 +88,46 @@ class SwitchOut(BaseModel):
 
 async def _metrics_switch(inp: SwitchIn) -> SwitchOut:
     """Turn metrics on or off in the subagent process that runs this (measure 9)."""
-    from cluster import metrics
-
     (metrics.enable if inp.on else metrics.disable)()
     return SwitchOut(on=metrics.enabled())
 
 
+class BurnIn(BaseModel):
+    iterations: int
+
+
+class BurnOut(BaseModel):
+    total: int
+
+
+def burn(inp: BurnIn) -> BurnOut:
+    """Pure-Python CPU work (holds the GIL throughout): the CPU-bound skill of the fan-out."""
+    total = 0
+    for i in range(inp.iterations):
+        total += i * i % 7
+    return BurnOut(total=total)
+
+
+def calibrate_burn(seconds: float) -> int:
+    """Iterations of ``burn`` that take about ``seconds`` of CPU in this process."""
+    iterations = 50_000
+    while True:
+        started = time.process_time()
+        burn(BurnIn(iterations=iterations))
+        took = time.process_time() - started
+        if took >= 0.05:
+            return max(1, int(iterations * seconds / took))
+        iterations *= 4
+
+
 def make_registry(replicas: int = 4) -> SkillRegistry:
-    """Skills ``noop`` and ``sleep`` (async, so a replica serves many calls at once), and
-    ``metrics_switch``, which measure 9 sends straight to the ``noop`` pool's replicas."""
+    """Skills ``noop`` and ``sleep`` (async, so a replica serves many calls at once),
+    ``burn`` (sync CPU work: one call per replica at a time, each replica its own process), and
+    ``metrics_switch``, which the observability measure sends straight to the ``noop`` pool's replicas."""
     skills = SkillRegistry(replicas=replicas)
     skills.register("noop", _noop)
     skills.register("sleep", _sleep)
+    skills.register("burn", burn)
     skills.register("metrics_switch", _metrics_switch)
     return skills
 
@@ -106,14 +137,17 @@ def make_registry(replicas: int = 4) -> SkillRegistry:
 
 @ray.remote(num_cpus=0, max_concurrency=1000)
 class RawCounter:
-    """The raw ceiling for apply: a trivial async actor method."""
+    """The raw ceiling for apply: an async actor holding a ``Counter`` that applies the same
+    pickled ``fn`` it is sent, with the same token and request id arguments as ``apply``."""
 
     def __init__(self) -> None:
-        self.n = 0
+        self.state = Counter()
+        self.version = 0
 
-    async def bump(self) -> int:
-        self.n += 1
-        return self.n
+    async def apply_fn(self, token: str, request_id: str, fn: Callable[[Any], Any]) -> int:
+        fn(self.state)
+        self.version += 1
+        return self.version
 
 
 @ray.remote(num_cpus=0, max_concurrency=1000)
@@ -150,8 +184,6 @@ def ship_by_value() -> None:
     Registered with Ray's vendored cloudpickle (what ships task arguments) and with the
     ``cloudpickle`` package (what the store uses to record a run's spec).
     """
-    import ray.cloudpickle
-
     package = sys.modules["benchmarks"]
     for pickler in (cloudpickle, ray.cloudpickle):
         pickler.register_pickle_by_value(package)  # idempotent: a set of module names
@@ -182,8 +214,6 @@ def run_name(prefix: str) -> str:
 
 async def close_run(orch: Orchestrator[Any]) -> None:
     """Close an orchestrator and destroy its (detached) semaphore actor, if it made one."""
-    from cluster.semaphore import ClusterSemaphore
-
     await orch.close()
     try:
         ray.get_actor(f"soloist:sem:{orch.handoff_settings().semaphore_scope}", namespace="soloist")
@@ -202,9 +232,32 @@ async def timed(work: Callable[[], Awaitable[Any]]) -> float:
     return time.perf_counter() - started
 
 
-async def best(work: Callable[[], Awaitable[Any]], repeats: int) -> float:
-    """The fastest of ``repeats`` timed rounds: the least disturbed by other load."""
-    return min([await timed(work) for _ in range(repeats)])
+async def interleaved(
+    ours: Callable[[], Awaitable[Any]], base: Callable[[], Awaitable[Any]], rounds: int
+) -> tuple[list[float], list[float]]:
+    """Seconds of ``ours()`` and of ``base()`` in each of ``rounds`` rounds, interleaved.
+
+    Each round times both, alternating which goes first, so drift in the machine's load
+    hits both sides alike; the caller reports the median of per-round ratios and their spread.
+    """
+    mine: list[float] = []
+    theirs: list[float] = []
+    for i in range(rounds):
+        if i % 2 == 0:
+            mine.append(await timed(ours))
+            theirs.append(await timed(base))
+        else:
+            theirs.append(await timed(base))
+            mine.append(await timed(ours))
+    return mine, theirs
+
+
+def load_average() -> tuple[float, float, float] | None:
+    """The machine's 1/5/15-minute load average (None where the OS has none)."""
+    try:
+        return os.getloadavg()
+    except OSError:
+        return None
 
 
 # ------------------------------------------------------------------- context

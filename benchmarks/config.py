@@ -1,9 +1,9 @@
 """How big each measure runs: the full run, ``--quick`` and the smallest (test) configuration.
 
 Sizes only: every preset runs the same code, so the test of the smallest configuration
-keeps the full benchmark from rotting. The quick preset keeps every size the issue names
-that is cheap (state sizes, the 40-call fan-out, node and run counts) and shrinks call
-counts and the recovery journal so the whole run takes about two minutes on 2 cores.
+keeps the full benchmark from rotting. The quick preset runs every measure and keeps the
+40-call sleeping fan-out, but shrinks call counts, state sizes, the recovery journals,
+replicas, nodes and runs so the whole run stays under two minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ Mode = Literal["full", "quick", "smallest"]
 
 
 class BenchConfig(BaseModel):
-    """Sizes of every measure. ``repeats`` is how many timed rounds a figure takes the best of."""
+    """Sizes of every measure. ``rounds``: how many interleaved rounds (soloist, then baseline,
+    alternating which goes first) each figure's median ratio is taken over."""
 
     model_config = ConfigDict(frozen=True)
 
     mode: Mode = "full"
-    repeats: int = Field(3, ge=1)
+    rounds: int = Field(5, ge=1)
     replicas: int = Field(4, ge=1)
     """Subagent replicas per skill, and raw subagents in the baselines (the same number)."""
     # (1) apply throughput: pipelined calls per round, without a store and with each durability.
@@ -34,10 +35,19 @@ class BenchConfig(BaseModel):
     snapshot_reads: int = Field(5, ge=1)
     # (3) handoff overhead: sequential single handoffs, and no-op calls in one parallel batch.
     handoff_calls: int = Field(200, ge=1)
+    cold_handoff_calls: int = Field(8, ge=1)
+    """Single handoffs per round each after an idle gap of ``cold_gap_s`` (the cold figure)."""
+    cold_gap_s: float = Field(0.2, ge=0)
     parallel_calls: int = Field(800, ge=1)
     # (4, 5) parallel efficiency and the LangGraph peer: the same fan-out.
     fanout_calls: int = Field(40, ge=1)
     fanout_sleep_s: float = Field(0.1, gt=0)
+    # CPU-bound fan-out (against LangGraph): calls, each about this much pure-Python CPU.
+    cpu_calls: int = Field(40, ge=1)
+    cpu_seconds: float = Field(0.1, gt=0)
+    # Fan-out from several driver processes sharing one run (one cap of 4 for all).
+    drivers: int = Field(2, ge=1)
+    driver_calls: int = Field(40, ge=1)
     # (6) horizontal scaling: node counts of a local Cluster, concurrent runs, calls per run.
     scaling_nodes: tuple[int, ...] = (1, 2, 3)
     scaling_runs: tuple[int, ...] = (1, 2, 4, 8)
@@ -45,11 +55,17 @@ class BenchConfig(BaseModel):
     scaling_sleep_s: float = Field(0.02, ge=0)
     scaling_node_runs: int = Field(4, ge=1)
     scaling_node_replicas: int = Field(6, ge=1)
-    # (7) memory of the orchestrator actor.
+    # (7) memory of the orchestrator actor: state size, and rounds (each builds two states in fresh processes).
     memory_messages: int = Field(100_000, ge=1)
+    memory_rounds: int = Field(3, ge=1)
     # (8) recovery: changes journalled before the run is attached again.
-    recovery_changes: int = Field(100_000, ge=1)
+    recovery_changes: tuple[int, ...] = (10_000, 100_000)
+    """Journal lengths at which the orchestrator is SIGKILLed and recovers (ascending; one journal grows)."""
     checkpoint_every: int = Field(1_000, ge=1)
+    recovery_kills: int = Field(3, ge=1)
+    """SIGKILLs (rounds) per journal size, each beside a kill of the one-change baseline run."""
+    scaling_rounds: int = Field(3, ge=1)
+    """Rounds of the scaling measures (each round runs every level)."""
     # (9) metrics and tracing on vs off: no-op handoffs in one parallel batch.
     observability_calls: int = Field(400, ge=1)
 
@@ -59,17 +75,26 @@ def preset(mode: Mode) -> BenchConfig:
     if mode == "full":
         return BenchConfig()
     if mode == "quick":
+        # Most of a quick run is fixed cost (worker processes starting on 2 cores), so besides
+        # call counts it runs 2 interleaved rounds (one in each order) and starts fewer
+        # processes: 2 replicas per skill (still one per core for the CPU-bound fan-out), 2
+        # nodes, 2 runs, 2 state sizes, one journal size; and it builds smaller states.
         return BenchConfig(
-            mode="quick", repeats=2, apply_calls=600, durable_apply_calls=200, snapshot_reads=1,
-            handoff_calls=40, parallel_calls=160, scaling_calls_per_run=30, scaling_node_runs=1,
-            scaling_node_replicas=3, recovery_changes=1_000, observability_calls=80,
+            mode="quick", rounds=2, replicas=2, apply_calls=300, durable_apply_calls=150,
+            snapshot_sizes=(10, 10_000), snapshot_reads=1,
+            handoff_calls=30, cold_handoff_calls=3, parallel_calls=80, cpu_calls=8, driver_calls=20,
+            scaling_nodes=(1, 2), scaling_runs=(1, 2), scaling_calls_per_run=30, scaling_node_runs=1,
+            scaling_node_replicas=2, memory_messages=20_000, memory_rounds=1,
+            recovery_changes=(600,), checkpoint_every=250, recovery_kills=2, scaling_rounds=1, observability_calls=60,
         )
     if mode == "smallest":
         return BenchConfig(
-            mode="smallest", repeats=1, replicas=1, apply_calls=50, durable_apply_calls=20, snapshot_sizes=(10,),
-            snapshot_reads=1, handoff_calls=5, parallel_calls=20, fanout_calls=8, fanout_sleep_s=0.02,
+            mode="smallest", rounds=1, replicas=1, apply_calls=50, durable_apply_calls=20, snapshot_sizes=(10,),
+            snapshot_reads=1, handoff_calls=5, cold_handoff_calls=1, cold_gap_s=0.01, parallel_calls=20, fanout_calls=8,
+            fanout_sleep_s=0.02, cpu_calls=4, cpu_seconds=0.01, drivers=2, driver_calls=4,
             scaling_nodes=(1,), scaling_runs=(1, 2), scaling_calls_per_run=8, scaling_sleep_s=0.0,
             scaling_node_runs=1, scaling_node_replicas=1,
-            memory_messages=1_000, recovery_changes=200, checkpoint_every=50, observability_calls=20,
+            memory_messages=1_000, memory_rounds=1, recovery_changes=(100, 200), recovery_kills=1, scaling_rounds=1,
+            checkpoint_every=50, observability_calls=20,
         )
     raise ValueError(f"unknown benchmark mode {mode!r}; use 'full', 'quick' or 'smallest'")

@@ -13,7 +13,9 @@ import datetime
 import logging
 import os
 import platform
+import subprocess
 import sys
+from pathlib import Path
 import time
 from collections.abc import Sequence
 from types import ModuleType
@@ -25,6 +27,7 @@ from benchmarks import (
     exploration_accuracy,
     handoff_overhead,
     memory,
+    multi_driver,
     observability_cost,
     parallel_efficiency,
     peer_langgraph,
@@ -33,7 +36,7 @@ from benchmarks import (
     scaling_runs,
     snapshot_latency,
 )
-from benchmarks._harness import BenchContext, Progress, ensure_ray, ship_by_value
+from benchmarks._harness import BenchContext, Progress, ensure_ray, load_average, ship_by_value
 from benchmarks.config import BenchConfig
 from benchmarks.results import BenchReport, MeasureResult
 
@@ -53,6 +56,7 @@ MEASURES: tuple[ModuleType, ...] = (
     memory,
     recovery,
     observability_cost,
+    multi_driver,
     scaling_runs,
     exploration_accuracy,
     scaling_nodes,
@@ -83,7 +87,17 @@ async def _run_one(module: ModuleType, ctx: BenchContext) -> MeasureResult:
         result = MeasureResult(name=module.NAME, title=module.TITLE, error=f"{type(exc).__name__}: {exc}")
     finally:
         ctx.progress.end(module.NAME)
-    return result.model_copy(update={"seconds": time.perf_counter() - started})
+    return result.model_copy(update={"seconds": time.perf_counter() - started, "load_average": load_average()})
+
+
+def source_commit() -> str:
+    """``git describe --always --dirty`` of the checkout the benchmarks run from, or ``unknown``."""
+    try:
+        out = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=Path(__file__).resolve().parent,
+                             capture_output=True, text=True, timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() or "unknown"
 
 
 async def run_benchmarks_async(
@@ -99,6 +113,8 @@ async def run_benchmarks_async(
     ship_by_value()
     ctx = BenchContext(config=config) if progress is None else BenchContext(config=config, progress=progress)
     started_at = datetime.datetime.now(datetime.timezone.utc)
+    load_at_start = load_average()
+    commit = source_commit()  # before anything runs: the code measured, not a later checkout
     started = time.perf_counter()
     results: list[MeasureResult] = []
     started_ray = False
@@ -115,6 +131,8 @@ async def run_benchmarks_async(
     return BenchReport(
         mode=config.mode,
         started_at=started_at.isoformat(timespec="seconds"),
+        commit=commit,
+        load_average=load_at_start,
         seconds=time.perf_counter() - started,
         cores=os.cpu_count() or 1,
         python=sys.version.split()[0],

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from actors import Call, Orchestrator, parallel_handoff
-from benchmarks._harness import BenchContext, Counter, SleepIn, SleepOut, best, close_run, run_name
+from benchmarks._harness import BenchContext, Counter, SleepIn, SleepOut, close_run, run_name, timed
 from benchmarks.results import Figure, MeasureResult
 
 NAME = "scaling_runs"
@@ -21,11 +21,11 @@ SATURATED_BELOW = 0.8  # a level whose aggregate is under 80% of ideal (runs x o
 
 
 def steps(ctx: BenchContext) -> int:
-    return len(ctx.config.scaling_runs) + 1
+    return ctx.config.scaling_rounds + 1
 
 
-async def aggregate_rate(runs: list[Orchestrator[Counter]], calls_per_run: int, sleep_s: float, repeats: int) -> float:
-    """Best aggregate handoffs/s of every run handing off at once."""
+async def aggregate_rate(runs: list[Orchestrator[Counter]], calls_per_run: int, sleep_s: float) -> float:
+    """Aggregate handoffs/s of every run handing off at once (one round)."""
     calls = [Call("sleep", SleepIn(seconds=sleep_s))] * calls_per_run
 
     async def once() -> None:
@@ -34,7 +34,7 @@ async def aggregate_rate(runs: list[Orchestrator[Counter]], calls_per_run: int, 
         if failed:
             raise RuntimeError(f"{len(failed)} handoffs failed, first: {failed[0]!r}")
 
-    return len(runs) * calls_per_run / await best(once, repeats)
+    return len(runs) * calls_per_run / await timed(once)
 
 
 def saturation_note(levels: list[int], rates: list[float], ideals: list[float], what: str) -> str:
@@ -52,22 +52,24 @@ async def run(ctx: BenchContext) -> MeasureResult:
     levels = sorted(cfg.scaling_runs)
     ctx.step(f"starting {levels[-1]} orchestrators")
     runs = [Orchestrator(Counter(), caller=ctx.skills, name=run_name(f"scale{i}")) for i in range(levels[-1])]
-    rates: list[float] = []
+    rounds: dict[int, list[float]] = {level: [] for level in levels}
     try:
         await asyncio.gather(*[parallel_handoff(o, [Call("sleep", SleepIn(seconds=0))] * 4, SleepOut) for o in runs])
-        for level in levels:
-            ctx.step(f"{level} concurrent run(s)")
-            rates.append(await aggregate_rate(runs[:level], cfg.scaling_calls_per_run, cfg.scaling_sleep_s, cfg.repeats))
+        for r in range(cfg.scaling_rounds):
+            ctx.step(f"round {r + 1} of {cfg.scaling_rounds}: every level")
+            for level in (levels if r % 2 == 0 else levels[::-1]):
+                rounds[level].append(await aggregate_rate(runs[:level], cfg.scaling_calls_per_run, cfg.scaling_sleep_s))
     finally:
         for o in runs:
             await close_run(o)
     params = {"calls_per_run": cfg.scaling_calls_per_run, "sleep_s": cfg.scaling_sleep_s, "cap_per_run": 4}
     figures = [
-        Figure(measure=NAME, name=f"{level} concurrent run(s)", value=rate, baseline=rates[0],
-               baseline_name=f"{levels[0]} run(s), same session", unit="handoffs/s", better="higher",
+        Figure(measure=NAME, name=f"{level} concurrent run(s)", values=rounds[level], baselines=rounds[levels[0]],
+               baseline_name=f"{levels[0]} run(s), same rounds", unit="handoffs/s", better="higher",
                params={**params, "runs": level, "ideal_ratio": level / levels[0]})
-        for level, rate in zip(levels, rates)
+        for level in levels
     ]
+    rates = [f.value for f in figures]
     # Ideal: every level as fast per run as the first one (linear in the number of runs).
     ideals = [rates[0] * level / levels[0] for level in levels]
     return MeasureResult(name=NAME, title=TITLE, figures=figures, notes=[saturation_note(levels, rates, ideals, "runs")])

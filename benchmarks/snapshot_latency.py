@@ -10,7 +10,7 @@ from __future__ import annotations
 import ray
 
 from actors import Orchestrator
-from benchmarks._harness import BenchContext, RawHolder, best, close_run, run_name
+from benchmarks._harness import BenchContext, RawHolder, close_run, interleaved, run_name
 from benchmarks.results import Figure, MeasureResult
 from coordinators import AgentState, Message
 
@@ -51,13 +51,13 @@ async def run(ctx: BenchContext) -> MeasureResult:
                 for _ in range(reads):
                     await holder.get.remote()
 
-            ours = await best(ours_reads, cfg.repeats) / reads
-            base = await best(raw_reads, cfg.repeats) / reads
+            ours, base = await interleaved(ours_reads, raw_reads, cfg.rounds)
         finally:
             await close_run(orch)
             ray.kill(holder)
         figures.append(Figure(
-            measure=NAME, name=f"snapshot, {size:,} messages", value=ours * 1e3, baseline=base * 1e3,
+            measure=NAME, name=f"snapshot, {size:,} messages", values=[s * 1e3 / reads for s in ours],
+            baselines=[s * 1e3 / reads for s in base],
             baseline_name="ray.get of the same object from an actor", unit="ms", better="lower",
             params={"messages": size},
         ))

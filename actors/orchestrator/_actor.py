@@ -25,7 +25,7 @@ import inspect
 import logging
 import os
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Awaitable, Callable
 
 from pydantic import BaseModel
@@ -35,7 +35,7 @@ from actors.agents.registry import AgentRegistry
 from actors.exceptions import HistoryCompacted, OrchestratorClosed, VersionConflict, WriteRefused
 from actors.orchestrator._change_log import ChangeLog
 from actors.orchestrator._history import read_history, retention_floor, state_at
-from actors.orchestrator._json_clean import json_round_trip
+from actors.orchestrator._json_clean import clean_json
 from actors.orchestrator._recovery import journal_entry, restore_or_create
 from actors.orchestrator.changes import Change, ChangeKind
 from actors.orchestrator.spec import OrchestratorStatistics, RunSpec
@@ -81,9 +81,9 @@ class OrchestratorActor:
         self._store = spec.open_store()
         self._restarted = actor_was_restarted()
         if self._store is not None:
-            version, state, requests, changes = restore_or_create(self._store, spec)
+            version, state, requests, changes, checkpoint_version = restore_or_create(self._store, spec)
             self._committed = self._head = (version, state)
-            self._last_checkpoint = version - len(changes)
+            self._last_checkpoint = checkpoint_version
             for request_id, v in requests:
                 self._remember(request_id, v)
             for change in changes:
@@ -95,7 +95,7 @@ class OrchestratorActor:
         )
         # version -> the store future of a staged (not yet durable) write; lets a retried
         # request id wait for durability instead of being acknowledged early (batch mode).
-        self._staged: dict[int, Future[None]] = {}
+        self._staged: dict[int, asyncio.Future[None]] = {}
         # apply(fn) writes waiting for the drainer, in arrival order (see _drain_fn_writes).
         self._fn_queue: collections.deque[_FnWrite] = collections.deque()
         self._fn_drainer: asyncio.Task[None] | None = None
@@ -230,25 +230,32 @@ class OrchestratorActor:
             settle: list[tuple[_FnWrite, Any]] = []
             async with self._write_lock:
                 group = [self._fn_queue.popleft() for _ in range(min(len(self._fn_queue), _FN_GROUP))]
-                fresh: list[_FnWrite] = []
-                for write in group:
-                    if self._closed:
+                if self._closed:
+                    for write in group:
                         _resolve(write.done, error=OrchestratorClosed(f"orchestrator {self._spec.display_name!r} is closed"))
-                        continue
-                    recorded = self._recorded(write.request_id)
-                    if recorded is not None or any(w.request_id == write.request_id for w in fresh):
+                    continue
+                known = self._recorded_many([w.request_id for w in group])  # one store read for the group
+                fresh: list[_FnWrite] = []
+                seen: set[str] = set()
+                for write in group:
+                    recorded = known.get(write.request_id)
+                    if recorded is not None or write.request_id in seen:
                         settle.append((write, recorded))  # a retry: answered with the original's version
                         continue
+                    seen.add(write.request_id)
                     fresh.append(write)
                 outcomes = await loop.run_in_executor(self._fn_executor, _run_fns, [w.fn for w in fresh], self._head[1])
+                staged: list[tuple[_FnWrite, BaseModel, BaseModel]] = []
                 previous = self._head[1]
                 for write, outcome in zip(fresh, outcomes):
                     if isinstance(outcome, BaseException):
                         self._stats["apply_errors"] += 1
                         _resolve(write.done, error=outcome)
                         continue
-                    settle.append((write, self._stage(outcome, "fn", None, write.request_id, previous)))
+                    staged.append((write, outcome, previous))
                     previous = outcome
+                acks = self._stage_group([(state, "fn", None, write.request_id, base) for write, state, base in staged])
+                settle.extend((write, ack) for (write, _, _), ack in zip(staged, acks))
                 if self._spec.durability != "batch":
                     await self._settle_fn_writes(settle)
             if self._spec.durability == "batch":  # acknowledged after the group commit; the next group goes on
@@ -423,12 +430,23 @@ class OrchestratorActor:
             self._log.info("request %s was already committed as version %d; not applied again", request_id, version)
         return version
 
+    def _recorded_many(self, request_ids: list[str]) -> dict[str, int]:
+        """``_recorded`` of a group of request ids: memory first, then one store lookup for the rest."""
+        found = {r: self._requests[r] for r in request_ids if r in self._requests}
+        missing = [r for r in request_ids if r not in found]
+        if missing and self._store is not None:
+            found.update(self._store.find_requests(self._name, missing))
+        for request_id, version in found.items():
+            self._stats["duplicates"] += 1
+            self._log.info("request %s was already committed as version %d; not applied again", request_id, version)
+        return found
+
     async def _durable_version(self, version: int) -> int:
         """``version`` once it is durable: a retry never gets an earlier acknowledgement
         than the original request (in batch mode it may still be in the group commit)."""
         staged = self._staged.get(version)
         if staged is not None:
-            await asyncio.wrap_future(staged)
+            await staged
         return version
 
     def _remember(self, request_id: str, version: int) -> None:
@@ -443,24 +461,40 @@ class OrchestratorActor:
         transitions: tuple[StateTransition, ...] | None,
         request_id: str,
         base: BaseModel,
-    ) -> tuple[int, BaseModel, Change, Future[None] | None]:
+    ) -> tuple[int, BaseModel, Change, "asyncio.Future[None] | None"]:
         """Make ``new_state`` the head and queue its journal entry; not yet visible."""
-        version = self._head[0] + 1
-        change = Change(seq=0, version=version, kind=kind, transitions=transitions, at=time.time())
-        durable: Future[None] | None = None
-        if self._store is not None:
-            durable = self._store.append(self._name, [journal_entry(version, request_id, kind, transitions, base, new_state)])
-            self._staged[version] = durable
-        self._head = (version, new_state)
-        self._remember(request_id, version)
-        self._stats["applies"] += 1
-        return version, new_state, change, durable
+        return self._stage_group([(new_state, kind, transitions, request_id, base)])[0]
 
-    async def _await_durable(self, ack: tuple[int, BaseModel, Change, Future[None] | None]) -> None:
+    def _stage_group(
+        self, writes: list[tuple[BaseModel, ChangeKind, tuple[StateTransition, ...] | None, str, BaseModel]]
+    ) -> list[tuple[int, BaseModel, Change, "asyncio.Future[None] | None"]]:
+        """Stage consecutive writes: each becomes the head in turn; their journal entries go
+        to the store in ONE append, so the group shares one durability future (one wake-up of
+        this loop when the fsync is done, instead of one per write)."""
+        acks: list[tuple[int, BaseModel, Change, asyncio.Future[None] | None]] = []
+        entries = []
+        now = time.time()
+        for new_state, kind, transitions, request_id, base in writes:
+            version = self._head[0] + 1
+            change = Change(seq=0, version=version, kind=kind, transitions=transitions, at=now)
+            if self._store is not None:
+                entries.append(journal_entry(version, request_id, kind, transitions, base, new_state))
+            self._head = (version, new_state)
+            self._remember(request_id, version)
+            self._stats["applies"] += 1
+            acks.append((version, new_state, change, None))
+        if self._store is None or not entries:
+            return acks
+        durable = asyncio.wrap_future(self._store.append(self._name, entries))
+        for version, *_ in acks:
+            self._staged[version] = durable
+        return [(version, state, change, durable) for version, state, change, _ in acks]
+
+    async def _await_durable(self, ack: tuple[int, BaseModel, Change, "asyncio.Future[None] | None"]) -> None:
         version, state, change, durable = ack
         if durable is not None:
             try:
-                await asyncio.wrap_future(durable)
+                await durable
             except BaseException:
                 self._rollback_after_failed_write(version)
                 raise
@@ -558,7 +592,11 @@ def _run_fn(fn: Callable[[Any], Any], base: BaseModel) -> BaseModel:
         if type(result) is not type(base):
             raise TypeError(f"apply fn returned a {type(result).__name__}; return None or a {type(base).__name__}")
         working = result
-    return json_round_trip(working)  # refuses nan/inf, which pydantic would turn into null
+    text = clean_json(working)  # refuses nan/inf, which pydantic would turn into null
+    # Drop the working copy before the validated one is built: at most two copies of a
+    # large state (the committed one and one new) are alive at once, plus the JSON text.
+    del working, result
+    return type(base).model_validate_json(text)
 
 
 async def _await(awaitable: Any) -> Any:

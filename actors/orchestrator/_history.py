@@ -53,8 +53,7 @@ def state_at(store: Store, run: str, state_type: type[BaseModel], version: int) 
         checkpoint, entries = store.load_at(run, version)
     except VersionCompacted as exc:
         raise HistoryCompacted(run, version, exc.oldest) from None
-    _, state, _, _ = replay_from(store, run, state_type, checkpoint, entries)
-    return state
+    return replay_from(store, run, state_type, checkpoint, entries).state
 
 
 def retention_floor(store: Store, run: str, version: int, keep_versions: int | None, keep_days: float | None) -> int | None:

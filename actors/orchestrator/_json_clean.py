@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from actors.exceptions import NotJsonClean
 
-__all__ = [ "json_round_trip"]
+__all__ = ["clean_json", "json_round_trip"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -49,11 +49,10 @@ def _non_finite_path(value: Any, path: str) -> str | None:
     return None
 
 
-def json_round_trip(model: M) -> M:
-    """``model`` validated again from its JSON form; ``NotJsonClean`` if JSON would change it.
+def clean_json(model: BaseModel) -> str:
+    """``model``'s JSON text; ``NotJsonClean`` if JSON would change it (a ``nan`` or ``inf``).
 
-    Serialisation errors (values no serializer knows, invalid UTF-8 bytes) and validation
-    errors propagate unchanged.
+    Serialisation errors (values no serializer knows, invalid UTF-8 bytes) propagate unchanged.
     """
     where = _non_finite_path(model, type(model).__name__)
     if where is not None:
@@ -61,4 +60,13 @@ def json_round_trip(model: M) -> M:
             f"{where} is not JSON-clean: JSON has no nan or infinity (pydantic would store it as null); "
             "use None or a finite number"
         )
-    return type(model).model_validate_json(model.model_dump_json())
+    return model.model_dump_json()
+
+
+def json_round_trip(model: M) -> M:
+    """``model`` validated again from its JSON form; ``NotJsonClean`` if JSON would change it.
+
+    Serialisation errors (values no serializer knows, invalid UTF-8 bytes) and validation
+    errors propagate unchanged.
+    """
+    return type(model).model_validate_json(clean_json(model))

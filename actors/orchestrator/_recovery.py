@@ -9,7 +9,7 @@ it, so a restarted actor resumes at exactly the last acknowledged version.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
@@ -29,7 +29,23 @@ from cluster.storage import (
 from cluster.storage.diff import apply_diff, diff_states
 from coordinators import StateTransition, reduce
 
-__all__ = ["journal_entry", "replay", "replay_from", "restore_or_create", "stored_run_spec"]
+__all__ = ["Replayed", "journal_entry", "replay", "replay_from", "restore_or_create", "stored_run_spec"]
+
+_KEEP_CHANGES = 10_000  # replayed changes handed to subscribers: the change log keeps this many
+_KEEP_REQUESTS = 50_000  # request ids the actor remembers in memory (older ones are found in the store)
+
+
+class Replayed(NamedTuple):
+    """A run rebuilt from its store: what the orchestrator actor starts from."""
+
+    version: int
+    state: BaseModel
+    requests: list[tuple[str, int]]
+    """``(request_id, version)`` of the newest replayed entries (at most the actor's memory of them)."""
+    changes: list[Change]
+    """The newest replayed changes (at most what the change log keeps)."""
+    checkpoint_version: int
+    """The version of the checkpoint the replay started from."""
 
 
 def journal_entry(
@@ -55,7 +71,7 @@ def _unpickled(text: str, what: str, store_path: str | None) -> Any:
         raise StoreCorrupted(path=store_path, problem=f"the stored {what} cannot be loaded ({type(exc).__name__}: {exc})") from exc
 
 
-def restore_or_create(store: Store, spec: RunSpec) -> tuple[int, BaseModel, list[tuple[str, int]], list[Change]]:
+def restore_or_create(store: Store, spec: RunSpec) -> Replayed:
     """Load the run from ``store`` (checkpoint + journal), or create it from ``spec.initial``.
 
     Returns the version, the state, the request ids seen since the checkpoint and the
@@ -88,26 +104,31 @@ def restore_or_create(store: Store, spec: RunSpec) -> tuple[int, BaseModel, list
             ),
             spec.initial.model_dump(mode="json"),
         )
-        return 0, spec.initial, [], []
+        return Replayed(0, spec.initial, [], [], 0)
     return replay(store, spec.name, type(spec.initial))
 
 
-def replay(store: Store, run: str, state_type: type[BaseModel]) -> tuple[int, BaseModel, list[tuple[str, int]], list[Change]]:
+def replay(store: Store, run: str, state_type: type[BaseModel]) -> Replayed:
     """The run's last committed version and state: its latest checkpoint plus every later
     journal entry. A gap, a damaged row or a state that does not validate raises the store's
-    error naming the file and the entry; nothing is ever skipped."""
+    error naming the file and the entry; nothing is ever skipped.
+
+    ``fn`` entries (JSON diffs) are applied to the JSON document of the previous state, kept
+    from one entry to the next (every diff was taken between the JSON of two validated
+    states, so this is that state's dump without dumping it again); each result is still
+    validated, so a bad entry is named where it is.
+    """
     checkpoint, entries = store.load(run)
     return replay_from(store, run, state_type, checkpoint, entries)
 
 
 def replay_from(
     store: Store, run: str, state_type: type[BaseModel], checkpoint: Any, entries: list[JournalEntry]
-) -> tuple[int, BaseModel, list[tuple[str, int]], list[Change]]:
+) -> Replayed:
     """Replay ``entries`` on ``checkpoint``: the state at the last entry's version."""
     state = _validated(state_type, checkpoint.state, store, f"checkpoint at version {checkpoint.version}")
+    doc: Any = checkpoint.state  # the JSON document of ``state``; None after a batch entry (dumped when needed)
     version = checkpoint.version
-    requests: list[tuple[str, int]] = []
-    changes: list[Change] = []
     for entry in entries:
         if entry.version != version + 1:
             raise JournalGap(path=store.path, run=run, missing=version + 1, detail=f"the journal jumps to {entry.version}")
@@ -119,19 +140,25 @@ def replay_from(
                 raise StoreCorrupted(
                     path=store.path, problem=f"journal entry {entry.version} of run {run!r} does not replay: {exc}"
                 ) from exc
+            doc = None
         else:
-            transitions = None
             try:
-                doc = apply_diff(state.model_dump(mode="json"), entry.payload)
+                doc = apply_diff(doc if doc is not None else state.model_dump(mode="json"), entry.payload)
             except Exception as exc:  # a damaged diff: name the entry, never guess
                 raise StoreCorrupted(
                     path=store.path, problem=f"journal entry {entry.version} of run {run!r} does not apply: {exc}"
                 ) from exc
             state = _validated(state_type, doc, store, f"journal entry {entry.version}")
         version = entry.version
-        requests.append((entry.request_id, version))
-        changes.append(Change(seq=0, version=version, kind=entry.kind, transitions=transitions, at=entry.created_at))
-    return version, state, requests, changes
+    tail = entries[-max(_KEEP_CHANGES, _KEEP_REQUESTS):]
+    requests = [(e.request_id, e.version) for e in tail[-_KEEP_REQUESTS:]]
+    changes = [
+        Change(seq=0, version=e.version, kind=e.kind,
+               transitions=tuple(StateTransition.model_validate(t) for t in e.payload) if e.kind == "batch" else None,
+               at=e.created_at)
+        for e in tail[-_KEEP_CHANGES:]
+    ]
+    return Replayed(version, state, requests, changes, checkpoint.version)
 
 
 def _validated(state_type: type[BaseModel], doc: Any, store: Store, what: str) -> BaseModel:
@@ -152,7 +179,7 @@ def stored_run_spec(store_spec: Any, name: str, durability: str) -> RunSpec:
         state_type = _unpickled(meta["state_class"], "state type", store.path)
         # Replayed here once, so a gap or a damaged entry fails attach with the store's own
         # error (a failing actor constructor would reach the caller only as text).
-        _, initial, _, _ = replay(store, name, state_type)
+        initial = replay(store, name, state_type).state
         load_agent_records(store, name)  # a damaged agent record fails attach, not a worker
         return RunSpec(
             name=name,

@@ -2,8 +2,10 @@
 
 A thin shell over ``benchmarks.run_benchmarks``: it parses the options, shows a rich
 progress bar per measure, prints one table of every figure (value, baseline, ratio, and the
-issue's target where there is one), and with ``--out DIR`` writes ``bench-<mode>.json`` and,
-when matplotlib is installed (the ``bench`` extra), one PNG per measure.
+issue's target where there is one), and with ``--out DIR`` writes ``bench-<mode>.json``,
+``bench-<mode>.md`` (the results section of ``benchmarks/README.md``, generated whole) and,
+when matplotlib is installed (the ``bench`` extra), one PNG per measure. ``--compare A B``
+prints, per figure, how the ratio moved from one saved run to another.
 
 The benchmark code is the ``benchmarks`` package, which ships in the distribution.
 """
@@ -16,6 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -29,8 +32,9 @@ from rich.table import Table
 
 import benchmarks
 from benchmarks.plots import write_plots
+from benchmarks.results import compare_reports
 
-__all__ = ["add_bench_command", "render_table", "write_outputs"]
+__all__ = ["add_bench_command", "render_table", "render_comparison", "write_outputs"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -46,6 +50,10 @@ def add_bench_command(subparsers: Any) -> None:
     bench.add_argument("--out", default=None, metavar="DIR", help="write bench-<mode>.json and PNG plots (matplotlib) here")
     bench.add_argument("--only", default=None, metavar="NAMES",
                        help="comma-separated measures to run (default: all); e.g. apply_throughput,handoff_overhead")
+    bench.add_argument("--markdown", default=None, metavar="FILE",
+                       help="write the results section (header, table, notes) as Markdown; '-' prints it")
+    bench.add_argument("--compare", nargs=2, default=None, metavar=("A.json", "B.json"),
+                       help="run nothing: print each figure's ratio in two saved runs and its change (B / A)")
     bench.add_argument("--log-format", choices=("text", "json"), default="text", help="log records as text or JSON (stderr)")
     bench.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="default: WARNING")
     bench.set_defaults(handler=_cmd_bench)
@@ -91,23 +99,25 @@ _TABLE_WIDTH = 160  # wide enough for one line per figure, also when stdout is n
 
 def render_table(console: Console, report: Any) -> None:
     """Print every figure of ``report`` as one table (a section per measure), then the notes."""
-    table = Table(title=f"soloist bench ({report.mode}) - {report.started_at} - {report.cores} cores - Ray {report.ray_version}",
-                  caption="ratio = soloist / baseline, same run; red: misses the issue's target")
+    table = Table(title=f"soloist bench ({report.mode}) - commit {report.commit} - {report.started_at} - {report.cores} cores - "
+                        f"Ray {report.ray_version}",
+                  caption="ratio = median over interleaved rounds of soloist / baseline; red: misses the issue's target")
     for column, justify in (("measure / figure", "left"), ("soloist", "right"), ("baseline", "right"),
-                            ("ratio", "right"), ("better", "left"), ("target", "right"), ("baseline is", "left")):
+                            ("ratio", "right"), ("spread", "right"), ("better", "left"), ("target", "right"), ("baseline is", "left")):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for measure in report.measures:
         if measure.error or measure.skipped:
             state = "[red]failed[/]" if measure.error else "[yellow]skipped[/]"
-            table.add_row(f"[bold]{measure.name}[/] {state}", "", "", "", "", "", measure.error or measure.skipped)
+            table.add_row(f"[bold]{measure.name}[/] {state}", "", "", "", "", "", "", measure.error or measure.skipped)
             table.add_section()
             continue
-        table.add_row(f"[bold]{measure.name}[/]", "", "", "", "", "", "")
+        load = "" if measure.load_average is None else f" (load {measure.load_average[0]:.1f})"
+        table.add_row(f"[bold]{measure.name}[/]{load}", "", "", "", "", "", "", "")
         for f in measure.figures:
             target = "" if f.target is None else ("≥ " if f.better == "higher" else "≤ ") + _fmt(f.target)
-            ratio = f"[red]{f.ratio:.3f}[/]" if f.poor else f"{f.ratio:.3f}"
-            table.add_row(f"  {f.name}", f"{_fmt(f.value)} {f.unit}", f"{_fmt(f.baseline)} {f.unit}", ratio, f.better, target,
-                          f.baseline_name)
+            ratio = f"[red]{f.ratio:.2f}[/]" if f.poor else f"{f.ratio:.2f}"
+            table.add_row(f"  {f.name}", f"{_fmt(f.value)} {f.unit}", f"{_fmt(f.baseline)} {f.unit}", ratio, f.spread(), f.better,
+                          target, f.baseline_name)
         table.add_section()
     width = console.width
     console.width = max(width, _TABLE_WIDTH)  # print() can only narrow a console, never widen it
@@ -120,20 +130,62 @@ def render_table(console: Console, report: Any) -> None:
         console.width = width
 
 
+def render_comparison(console: Console, before: Any, after: Any) -> None:
+    """Print every figure's ratio in ``before`` and ``after`` and the change (after / before)."""
+    table = Table(title=f"soloist bench: {before.commit} ({before.started_at}) -> {after.commit} ({after.started_at})",
+                  caption="change = ratio after / ratio before; > 1 is better for 'higher' figures, worse for 'lower' ones")
+    for column, justify in (("measure", "left"), ("figure", "left"), ("ratio before", "right"), ("ratio after", "right"),
+                            ("change", "right"), ("better", "left")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    better = {(f.measure, f.name): f.better for f in [*before.figures(), *after.figures()]}
+    for measure, name, old, new, change in compare_reports(before, after):
+        direction = better[(measure, name)]
+        text = "" if change is None else f"{change:.2f}x"
+        if change is not None and abs(change - 1) >= 0.05:
+            good = (change > 1) == (direction == "higher")
+            text = f"[{'green' if good else 'red'}]{text}[/]"
+        table.add_row(measure, name, "" if old is None else f"{old:.2f}", "" if new is None else f"{new:.2f}", text, direction)
+    width = console.width
+    console.width = max(width, _TABLE_WIDTH)
+    try:
+        console.print(table)
+    finally:
+        console.width = width
+
+
 def write_outputs(report: Any, out_dir: str, err: Console) -> list[Path]:
-    """Write the JSON report and (with matplotlib) the plots; return the paths written."""
+    """Write the JSON report, its Markdown and (with matplotlib) the plots; return the paths written."""
     directory = Path(out_dir)
     directory.mkdir(parents=True, exist_ok=True)
     json_path = directory / f"bench-{report.mode}.json"
     json_path.write_text(report.model_dump_json(indent=2), encoding="utf-8")
-    written = [json_path]
+    md_path = directory / f"bench-{report.mode}.md"
+    md_path.write_text(report.to_markdown(), encoding="utf-8")
+    written = [json_path, md_path]
     plots, missing = write_plots(report, directory)
     if missing:
         err.print(f"[yellow]soloist bench: {missing}; plots skipped (pip install 'soloist[bench]')[/]")
     return written + plots
 
 
+def _load_report(path: str, err: Console) -> Any:
+    try:
+        return benchmarks.BenchReport.model_validate_json(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        err.print(f"[red]soloist bench --compare: cannot read {path}: {exc}[/]")
+    except ValidationError as exc:
+        err.print(f"[red]soloist bench --compare: {path} is not a report written by this version of soloist bench "
+                  f"({exc.error_count()} problem(s), first: {exc.errors()[0]['msg']})[/]")
+    return None
+
+
 def _cmd_bench(args: argparse.Namespace, out: Console, err: Console) -> int:
+    if args.compare:
+        before, after = (_load_report(p, err) for p in args.compare)
+        if before is None or after is None:
+            return EXIT_USAGE
+        render_comparison(out, before, after)
+        return EXIT_OK
     only = [name.strip() for name in args.only.split(",") if name.strip()] if args.only else None
     if only:
         unknown = sorted(set(only) - set(benchmarks.measure_names()))
@@ -146,6 +198,11 @@ def _cmd_bench(args: argparse.Namespace, out: Console, err: Console) -> int:
     with Progress(*columns, console=err, transient=False) as progress:
         report = benchmarks.run_benchmarks(config, only=only, progress=_Bars(progress))
     render_table(out, report)
+    if args.markdown == "-":
+        out.print(report.to_markdown(), markup=False, highlight=False, soft_wrap=True)
+    elif args.markdown:
+        Path(args.markdown).write_text(report.to_markdown(), encoding="utf-8")
+        err.print(f"wrote {args.markdown}")
     if args.out:
         for path in write_outputs(report, args.out, err):
             err.print(f"wrote {path}")

@@ -114,6 +114,10 @@ class Store(Protocol):
     def find_request(self, run: str, request_id: str) -> int | None:
         """The version committed with ``request_id`` (also after compaction), or None."""
 
+    def find_requests(self, run: str, request_ids: Sequence[str]) -> dict[str, int]:
+        """``find_request`` of many ids at once: the ids that were committed, with their versions."""
+        ...
+
     def load(self, run: str) -> tuple[Checkpoint, list[JournalEntry]]:
         """The latest checkpoint and every later journal entry, in order; ``JournalGap`` on a hole."""
         ...

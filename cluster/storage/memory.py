@@ -113,6 +113,12 @@ class MemoryStore:
         with self._lock:
             return self._run(run).requests.get(request_id)
 
+    def find_requests(self, run: str, request_ids: Sequence[str]) -> dict[str, int]:
+        """The ids of ``request_ids`` that were committed, with their versions."""
+        with self._lock:
+            requests = self._run(run).requests
+            return {r: requests[r] for r in request_ids if r in requests}
+
     def load(self, run: str) -> tuple[Checkpoint, list[JournalEntry]]:
         """The latest checkpoint and every later journal entry, in order."""
         with self._lock:

@@ -55,6 +55,7 @@ __all__ = ["SCHEMA_VERSION", "SqliteStore"]
 
 logger = logging.getLogger(__name__)
 _LOG = {"component": "store"}
+_IDS_PER_QUERY = 500  # request ids per "IN (...)" lookup (SQLite allows 32,766 parameters; keep statements small)
 
 
 def _open_connection(path: str, *, writer: bool) -> sqlite3.Connection:
@@ -261,6 +262,28 @@ class SqliteStore:
             row = conn.execute("SELECT version FROM requests WHERE run = ? AND request_id = ?", (run, request_id))
             found = row.fetchone()
         return found[0] if found else None
+
+    def find_requests(self, run: str, request_ids: Sequence[str]) -> dict[str, int]:
+        """``find_request`` of many ids in one read (a queued group of writes checks its ids at once)."""
+        wanted = list(dict.fromkeys(request_ids))
+        found: dict[str, int] = {}
+        with self._lock:
+            for pending_run, entries, _rows in self._pending:
+                if pending_run == run:
+                    found.update((e.request_id, e.version) for e in entries if e.request_id in wanted)
+        missing = [r for r in wanted if r not in found]
+        if not missing:
+            return found
+        with self._read() as conn:
+            self._require_run(conn, run)
+            for start in range(0, len(missing), _IDS_PER_QUERY):
+                chunk = missing[start : start + _IDS_PER_QUERY]
+                rows = conn.execute(
+                    f"SELECT request_id, version FROM requests WHERE run = ? AND request_id IN ({','.join('?' * len(chunk))})",
+                    (run, *chunk),
+                )
+                found.update(rows.fetchall())
+        return found
 
     def load(self, run: str) -> tuple[Checkpoint, list[JournalEntry]]:
         """The latest checkpoint and every later journal entry, in order; ``JournalGap`` on a hole."""

@@ -139,3 +139,14 @@ async def test_a_store_from_a_newer_schema_fails_constructor_and_attach_untouche
     with pytest.raises(SchemaTooNew):
         Orchestrator(Counter(), name="fresh", store=path)
     assert _digest(path) == before
+
+
+async def test_a_bad_journal_entry_fails_attach_even_when_later_entries_overwrite_it(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    await _persisted_run(path, "badmiddle")
+    _tamper(path, """UPDATE journal SET payload = '{"set": {"count": "many"}}' WHERE run = 'badmiddle' AND version = 2""")
+    before = _digest(path)
+    with pytest.raises(StoreCorrupted) as info:
+        Orchestrator.attach("badmiddle", store=path)
+    assert str(path) in str(info.value) and "journal entry 2" in str(info.value) and "does not validate" in str(info.value)
+    assert _digest(path) == before

@@ -57,6 +57,13 @@ def test_compact_with_a_window_keeps_every_state_from_the_checkpoint_before_it(s
     assert store.find_request("run", "q2") is None  # request ids older than the window go too
 
 
+def test_find_requests_answers_like_find_request_for_many_ids_at_once(store: Store) -> None:
+    _filled(store)
+    assert store.find_requests("run", ["q2", "q7", "nope", "q7"]) == {"q2": 2, "q7": 7}
+    store.compact("run", keep_from=7)
+    assert store.find_requests("run", ["q2", "q7", "q10"]) == {"q7": 7, "q10": 10}  # the window holds for both
+
+
 def test_a_version_older_than_the_window_is_refused_naming_the_oldest_kept(store: Store) -> None:
     _filled(store)
     store.compact("run", keep_from=7)
