@@ -84,6 +84,15 @@ class CompositeCaller:
             raise AmbiguousTool(f"the tool {name!r} is served by {who}; give one of them a prefix so every name has one owner")
         return owners[0][1]
 
+    def interruptible(self, name: str) -> bool:
+        """Whether cancelling ``name`` stops its work (asked of the member that serves it)."""
+        try:
+            member = self.resolve(name)
+        except LookupError:
+            return True
+        probe = getattr(member, "interruptible", None)
+        return bool(probe(name)) if callable(probe) else True
+
     def pool_options(self, name: str) -> tuple[int, float]:
         """``(replicas, num_cpus)`` of the owning member's pool for ``name``."""
         try:

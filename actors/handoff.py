@@ -1,9 +1,12 @@
 """``handoff`` and ``parallel_handoff``: typed calls to subagents under the cluster-wide cap.
 
-A handoff turns a ``Call``'s input into a JSON-clean dict, takes a permit from the run's
-cluster-wide semaphore, runs the tool in a subagent actor of the caller's pool, gives the
-permit back and decodes the tool's JSON text into ``out_type``. State never travels: the
-caller builds the input from a snapshot and merges the output back with ``apply``.
+A handoff turns a ``Call``'s input into a JSON-clean dict, sends it to a subagent actor of
+the caller's pool, and decodes the tool's JSON text into ``out_type``. The subagent takes
+the permit of the run's cluster-wide semaphore before the body starts and gives it back
+once the body has returned (``actors.subagents`` has the safety argument): the requester
+holds no permit, so cancelling, timing out or pausing it never frees a permit early.
+State never travels: the caller builds the input from a snapshot and merges the output
+back with ``apply``.
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import threading
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -20,7 +22,6 @@ import ray
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from actors import _telemetry
-from actors._permits import WarmPermits
 from actors.exceptions import (
     CallerFailed,
     DecodingError,
@@ -30,9 +31,9 @@ from actors.exceptions import (
     SubagentLost,
     ToolReportedError,
 )
-from actors.subagents import pool_for
+from actors.subagents import PermitRequest, SubagentReply, pool_for, release_idle_permits
 from actors.tools import ToolCallResult
-from cluster.semaphore import ClusterSemaphore
+from cluster import metrics
 
 if TYPE_CHECKING:
     from actors.orchestrator import Orchestrator
@@ -46,7 +47,9 @@ class Call(BaseModel):
     """One handoff: a skill name and its input (a pydantic model, a dict, or None -> ``{}``).
 
     ``timeout`` (seconds) bounds the subagent call once its permit is granted; the item then
-    fails with ``TimeoutError`` and the subagent's work is cancelled.
+    fails with ``TimeoutError``. An async skill is cancelled; a sync skill cannot be stopped
+    in its thread, so it runs to its end and keeps its permit until then (the error says
+    which happened).
     """
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
@@ -128,51 +131,47 @@ def _decode(skill: str, result: ToolCallResult, out_type: Any) -> Any:
         raise DecodingError(skill, f"handoff {skill!r}: decoding output as {_type_name(out_type)} failed: {exc}") from exc
 
 
-_permits: dict[tuple[str, str], WarmPermits] = {}
-_permits_lock = threading.Lock()
-
-
-def _permits_for(scope: str) -> WarmPermits:
-    """This process's warm permits on ``scope`` (per Ray session: old handles are useless)."""
-    session = ray.get_runtime_context().gcs_address
-    with _permits_lock:
-        permits = _permits.get((session, scope))
-        if permits is None:
-            permits = WarmPermits(ClusterSemaphore(scope))
-            _permits[(session, scope)] = permits
-        return permits
-
-
-def release_idle_permits(scope: str) -> int:
-    """Give back this process's idle leases on ``scope`` now (an orchestrator closing)."""
-    with _permits_lock:
-        held = [p for (_, s), p in _permits.items() if s == scope]
-    return sum(p.release_idle() for p in held)
+def _timed_out(skill: str, timeout: float | None, reply: SubagentReply) -> TimeoutError:
+    if reply.stopped:
+        return TimeoutError(f"handoff {skill!r} timed out after {timeout}s; the subagent's work was cancelled")
+    return TimeoutError(
+        f"handoff {skill!r} timed out after {timeout}s; the skill is synchronous and cannot be interrupted: "
+        "it runs to its end in its subagent, which keeps its permit until it returns"
+    )
 
 
 async def _call_subagent(
-    caller: Any, skill: str, arguments: dict[str, Any], timeout: float | None, orchestrator: str = ""
+    caller: Any, skill: str, arguments: dict[str, Any], permit: PermitRequest, orchestrator: str
 ) -> ToolCallResult:
     pool = pool_for(caller, skill)
     slot, actor = pool.pick()
-    ref = actor.call.remote(skill, arguments, _telemetry.current_carrier(), orchestrator)
+    ref = actor.handoff_call.remote(skill, arguments, _telemetry.current_carrier(), permit)
+    outcome, node = "error", ""
     try:
-        if timeout is None:
-            return await ref
-        return await asyncio.wait_for(asyncio.ensure_future(ref), timeout)
+        reply: SubagentReply = await ref
+        node = reply.node
+        _telemetry.record_semaphore_wait(orchestrator, reply.waited_s)
+        if reply.timed_out:
+            outcome = "cancelled"
+            raise _timed_out(skill, permit.timeout, reply)
+        assert reply.result is not None
+        outcome = "tool_error" if reply.result.is_error else "ok"
+        return reply.result
     except ray.exceptions.RayTaskError as exc:
         # First: Ray's error for a caller that raised TimeoutError also *is* a TimeoutError.
         cause = exc.cause if isinstance(exc.cause, BaseException) else exc
         raise CallerFailed(skill, f"handoff {skill!r}: the caller failed: {type(cause).__name__}: {cause}") from cause
-    except asyncio.TimeoutError:
-        ray.cancel(ref)
-        raise TimeoutError(f"handoff {skill!r} timed out after {timeout}s; the subagent's work was cancelled") from None
     except asyncio.CancelledError:
+        # The subagent cancels the body; its permit is given back when the body has returned
+        # (for a sync skill: when its thread does, see ``interruptible``).
+        outcome = "cancelled"
         ray.cancel(ref)
         raise
     except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError, ray.exceptions.NodeDiedError) as exc:
         pool.forget(slot, actor)
         raise SubagentLost(skill, f"handoff {skill!r}: the subagent serving it was lost ({type(exc).__name__}); retry the call") from exc
+    finally:
+        metrics.record_subagent_call(orchestrator, skill, node, outcome)
 
 
 async def _dispatch(orch: "Orchestrator[Any]", call: Call, out_type: Any, *, limit: int, timeout: float | None) -> Any:
@@ -190,18 +189,11 @@ async def _dispatch(orch: "Orchestrator[Any]", call: Call, out_type: Any, *, lim
     logger = orch.logger
     started = time.perf_counter()
     error: BaseException | None = None
+    permit = PermitRequest(scope=orch.semaphore_scope, limit=limit, timeout=timeout)
     with _telemetry.handoff_span(orch.tracer, skill) as span:
         try:
-            waiting_since = time.perf_counter()
-            permits = _permits_for(orch.semaphore_scope)
-            lease = await permits.take(limit)
-            answered = False
-            try:
-                with _telemetry.holding_permit(orch.name, waiting_since):
-                    result = await _call_subagent(caller, skill, arguments, timeout, orch.name)
-                answered = True
-            finally:
-                permits.give_back(lease, reuse=answered)  # a failed or cancelled call frees its permit now
+            with _telemetry.in_flight(orch.name):
+                result = await _call_subagent(caller, skill, arguments, permit, orch.name)
             return _decode(skill, result, out_type)
         except BaseException as exc:
             error = exc

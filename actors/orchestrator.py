@@ -26,6 +26,8 @@ from actors.changes import Change
 from actors.exceptions import OrchestratorClosed, OrchestratorNotFound, WriteRefused
 from actors.spec import DURABILITY_MODES, OrchestratorStatistics, RunSpec
 from cluster.connect import SOLOIST_NAMESPACE, ensure_connected
+from cluster.exceptions import SemaphoreUnavailable
+from cluster.semaphore import ClusterSemaphore
 from coordinators import ContextSnapshot, StateTransition, TransitionBatch
 
 __all__ = ["Orchestrator", "DEFAULT_MAX_PARALLEL", "HARD_MAX_PARALLEL", "actor_name"]
@@ -110,16 +112,35 @@ class Orchestrator(Generic[S]):
             durability=durability,  # type: ignore[arg-type]
             max_parallel=max_parallel,
             caller=caller,
-            semaphore_scope=semaphore_scope or f"orch:{run_name}",
+            # Not derived from the run's name: subagents get the scope, never the name.
+            semaphore_scope=semaphore_scope or f"orch-{secrets.token_hex(8)}",
             checkpoint_every=checkpoint_every,
         )
         handle = start_actor(spec, detached=detached)
         self._init_handle(handle, spec.name, spec.token, caller=caller, state_type=type(initial),
                           max_parallel=max_parallel, semaphore_scope=spec.semaphore_scope, durable=store_spec is not None)
         self._wait_ready()
+        self._join_semaphore()
         self._track_agents()
 
     # ------------------------------------------------------------ construction
+
+    def _join_semaphore(self) -> None:
+        """Open (or create) the run's semaphore scope and record the run as one of its users,
+        so the scope's actor lives exactly as long as some run uses it."""
+        deadline = time.monotonic() + 60.0
+        while True:
+            semaphore = ClusterSemaphore.open(self._semaphore_scope)
+            try:
+                if ray.get(semaphore._handle.attach_run.remote(self._name, self._actor), timeout=60):
+                    return
+            except ray.exceptions.RayActorError:
+                pass  # it ended between the lookup and the call: open the scope again
+            if time.monotonic() > deadline:
+                raise SemaphoreUnavailable(
+                    f"semaphore {self._semaphore_scope!r} kept retiring while run {self._name!r} tried to join it"
+                )
+            time.sleep(0.05)  # the retired actor ends once its last leases are released
 
     def _init_handle(
         self,
@@ -197,6 +218,7 @@ class Orchestrator(Generic[S]):
         self._init_handle(handle, name, spec.token, caller=spec.caller, state_type=type(spec.initial),
                           max_parallel=spec.max_parallel, semaphore_scope=spec.semaphore_scope, durable=True)
         self._wait_ready()
+        self._join_semaphore()
         self._track_agents()
         return self
 
@@ -384,8 +406,7 @@ class Orchestrator(Generic[S]):
             return
         self._require_owner("close()")
         self._closed = True
-        from actors.handoff import release_idle_permits
-        from actors.subagents import untrack
+        from actors.subagents import release_idle_permits, untrack
 
         untrack(self._name)
         release_idle_permits(self._semaphore_scope)
@@ -393,6 +414,20 @@ class Orchestrator(Generic[S]):
             await self._call("close", self._token)
         finally:
             ray.kill(self._actor, no_restart=True)
+            await self._leave_semaphore()
+
+    async def _leave_semaphore(self) -> None:
+        """The run no longer uses its scope: the scope's actor ends once no run does (at
+        once, or when the work of its last held leases has returned)."""
+        try:
+            semaphore = ClusterSemaphore.existing(self._semaphore_scope)
+        except SemaphoreUnavailable:
+            return  # already gone
+        try:
+            outcome = await semaphore.detach_run(self._name)
+        except SemaphoreUnavailable:
+            return
+        self._logger.debug("left semaphore %s: %s", self._semaphore_scope, outcome)
 
     async def _agent_created(self, agent_id: str, kind: str, config: Any, handle: Any) -> None:
         """Runtime bookkeeping (run loops): an actor of the run was (re-)created."""
