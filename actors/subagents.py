@@ -143,16 +143,17 @@ class SubagentActor:
 
         work.add_done_callback(body_returned)
         try:
-            result = await asyncio.wait_for(asyncio.shield(work), permit.timeout)
-        except asyncio.TimeoutError:
-            work.cancel()
-            self._orphans.add(work)
-            return SubagentReply(timed_out=True, stopped=interruptible(self._caller, name), waited_s=waited, node=_node())
+            # asyncio.wait, not wait_for: a tool that itself raises TimeoutError is its own failure.
+            await asyncio.wait({work}, timeout=permit.timeout)
         except asyncio.CancelledError:
             work.cancel()  # the body's own completion gives the permit back
             self._orphans.add(work)
             raise
-        return SubagentReply(result=result, waited_s=waited, node=_node())
+        if not work.done():
+            work.cancel()
+            self._orphans.add(work)
+            return SubagentReply(timed_out=True, stopped=interruptible(self._caller, name), waited_s=waited, node=_node())
+        return SubagentReply(result=work.result(), waited_s=waited, node=_node())
 
     async def holds_leases(self, lease_ids: list[str]) -> list[bool]:
         """The semaphore's probe: which of these leases this process still holds."""

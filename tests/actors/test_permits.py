@@ -76,6 +76,30 @@ async def test_warm_leases_never_let_more_than_the_cap_be_held(semaphore):
     await asyncio.gather(*(work() for _ in range(12)))
     stats = await semaphore.statistics()
     assert peak == 4 and stats.max_held == 4
-    assert permits.reused > 0
     assert permits.release_idle() <= 4
     assert await _held(semaphore, 0) == 0
+
+
+async def test_nothing_is_reused_while_a_request_waits(semaphore):
+    permits = WarmPermits(semaphore, linger=5.0)
+    mine = [await permits.take(4) for _ in range(4)]
+    waiter = asyncio.ensure_future(semaphore.acquire(limit=4))  # someone else queues
+    while (await semaphore.statistics()).waiting == 0:
+        await asyncio.sleep(0.01)
+    for lease in mine:
+        permits.give_back(lease, reuse=True)  # released, not kept: the waiter is served first
+    other = await waiter
+    assert permits.reused == 0
+    await semaphore.release(other)
+    assert await _held(semaphore, 0) == 0
+
+
+async def test_a_lease_the_semaphore_no_longer_holds_is_never_reused(semaphore):
+    permits = WarmPermits(semaphore, linger=30.0)
+    lease = await permits.take(4)
+    assert await semaphore.release(lease) is True  # lost behind the cache's back (as by expiry)
+    permits.give_back(lease, reuse=True)
+    fresh = await permits.take(4)
+    assert fresh.lease_id != lease.lease_id and fresh.generation > lease.generation
+    assert permits.reused == 0
+    permits.give_back(fresh, reuse=False)
