@@ -56,9 +56,16 @@ class Cap:
         await wait_for(lambda: self._at_least("running", n), f"{n} bodies running")
 
     async def parked(self, n: int) -> None:
+        last: list[Any] = []
+
         async def check() -> bool:
-            return (await self.semaphore.statistics()).waiting >= n
-        await wait_for(check, f"{n} requests parked at the semaphore")
+            stats = await self.semaphore.statistics()
+            last[:] = [stats, await self.report()]
+            return stats.waiting >= n
+        try:
+            await wait_for(check, f"{n} requests parked at the semaphore")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; last seen {last}") from None
 
     async def _at_least(self, key: str, n: int) -> bool:
         return (await self.report())[key] >= n
