@@ -125,7 +125,9 @@ def cap_registry(**kwargs: Any) -> SkillRegistry:
                 intervals.tick.remote(body)
                 await asyncio.sleep(0.02)
         except asyncio.CancelledError:
-            intervals.exit.remote(body, "cancelled")  # not awaited: this task is being cancelled
+            # Report the end before the body really ends (and its permit is given back), or a
+            # later body's start could reach the counter first and look like an overlap.
+            await asyncio.shield(intervals.exit.remote(body, "cancelled"))
             raise
         await intervals.exit.remote(body)
         return WorkOut(tag=inp.tag, pid=os.getpid())

@@ -20,6 +20,7 @@ import ray
 from pydantic import BaseModel
 
 from actors import Call, Orchestrator, SubagentLost, parallel_handoff
+from actors.subagents import pool_for
 from cluster import ClusterSemaphore
 from tests.reliability._cap_support import Gate, Intervals, WorkIn, WorkOut, cap_registry, new_named, wait_for
 
@@ -146,8 +147,9 @@ async def test_a_killed_subagent_fails_its_item_and_its_permit_comes_back(cap):
     await cap.gate.open.remote()
     results = await batch
     assert sum(isinstance(r.error, SubagentLost) for r in results) >= 1
-    # The dead replica's permit comes back (Ray's verdict, through the probe): four run again.
-    await cap.gate.open.remote()
+    # The dead replica's permit comes back (Ray's verdict, through the probe): four run again
+    # once Ray has restarted the replica.
+    await asyncio.gather(*(h.ping.remote() for h in pool_for(cap.orch.caller, "work_sync").handles()))
     again = await parallel_handoff(cap.orch, cap.calls("work_sync", 8, tag="new", seconds=0.5), WorkOut)
     report = await cap.report()
     print(f"\nkilled subagent: peak {report['peak']}")
@@ -212,7 +214,7 @@ async def test_a_subagent_paused_past_the_ttl_keeps_its_permit_until_it_resumes(
     os.kill(paused, signal.SIGSTOP)
     try:
         fresh = asyncio.ensure_future(parallel_handoff(cap.orch, cap.calls("work", 4, tag="new"), WorkOut))
-        await cap.parked(4)
+        await cap.parked(3)  # the call sent to the paused replica waits there, not at the semaphore
         await asyncio.sleep(3 * TTL)  # the subject: paused past the lease TTL
         await cap.gate.open.remote()  # three old bodies end; the paused one cannot
         await wait_for(lambda: cap._at_least("finished", 3), "the other old bodies to end")
