@@ -1,70 +1,141 @@
-"""What runs inside Ray: the single-writer orchestrator, subagents, handoffs, managed agents."""
+"""What runs inside Ray: the single-writer orchestrator, handoffs to subagents, tool callers,
+managed agents and the run loop.
 
-from actors.changes import Change
-from actors.composite_caller import AmbiguousTool, CompositeCaller, UnknownTool
+Every public name of the runtime is exported here (subpackages stay import-free so that
+importing one module never drags in the layer above it). ``tests/test_exports.py`` lists
+each name with the reason it is public.
+"""
+
+from actors.agents.coordinator_host import coordinator_config, create_coordinator_actor
+from actors.agents.managed import (
+    ALLOWED_TRANSITIONS,
+    AgentConfig,
+    ClosedAgent,
+    ErrorAgent,
+    IdleAgent,
+    InitializingAgent,
+    ManagedAgent,
+    RunningAgent,
+    from_stored_record,
+    new_agent,
+    to_payload,
+    to_stored_record,
+    transition,
+)
+from actors.callers.composite import CompositeCaller
+from actors.callers.llm import (
+    ChatInput,
+    ChatOutput,
+    LlmCaller,
+    LlmConfig,
+    chat,
+    tool_call_transitions,
+)
+from actors.callers.mcp import McpServer, McpTool, McpToolCaller, close_mcp_sessions
+from actors.callers.nested import OrchestratorCaller
+from actors.callers.protocol import (
+    DEFAULT_POOL,
+    DiscoversTools,
+    Interruptible,
+    PooledCaller,
+    TextContent,
+    ToolCaller,
+    ToolCallResult,
+)
+from actors.callers.skills import SkillRegistry
 from actors.exceptions import (
     AgentNotFound,
+    AmbiguousTool,
     CallerFailed,
+    ChangesUnavailable,
     DecodingError,
     EmptySkill,
     HandoffError,
+    HistoryCompacted,
+    InterruptAlreadyAnswered,
+    InterruptError,
+    InterruptNotFound,
+    InterruptNotOpen,
+    MergeConflict,
+    RunConfigError,
+    RunStepError,
     HandoffInputError,
     IllegalLifecycleTransition,
+    LlmBadResponse,
+    LlmConfigError,
+    LlmError,
+    LlmRequestRejected,
+    LlmTimeout,
+    LlmUnavailable,
+    McpCallTimeout,
+    McpError,
+    McpServerGone,
+    NestedRunUnavailable,
+    NotJsonClean,
     NoToolCaller,
     OrchestratorClosed,
     OrchestratorNotFound,
+    PathOutsideRoot,
+    SkillRegistrationError,
     SubagentLost,
     ToolReportedError,
+    UnknownTool,
     VersionConflict,
     WriteRefused,
 )
-from actors.handoff import Call, Result, handoff, parallel_handoff
-from actors.llm import LlmCaller, LlmConfig, tool_call_transitions
-from actors.managed import ManagedAgent, to_payload, to_stored_record
-from actors.mcp_caller import McpServer, McpToolCaller
-from actors.orchestrator import DEFAULT_MAX_PARALLEL, HARD_MAX_PARALLEL, Orchestrator
-from actors.orchestrator_caller import OrchestratorCaller
-from actors.skills import SkillRegistrationError, SkillRegistry
-from actors.tools import TextContent, ToolCaller, ToolCallResult
+from actors.handoffs._permits import WarmPermits
+from actors.handoffs.api import Call, Result, handoff, parallel_handoff
+from actors.handoffs.pools import PoolStatistics, pool_for
+from actors.handoffs.settings import HandoffSettings, HandoffTarget
+from actors.orchestrator.changes import Change
+from actors.orchestrator.facade import (
+    DEFAULT_MAX_PARALLEL,
+    HARD_MAX_PARALLEL,
+    Orchestrator,
+    actor_name,
+)
+from actors.orchestrator.spec import OrchestratorStatistics
+from actors.interrupts import ApprovalRequest, Interrupt, ask_approval
+from actors.run import Run
+from actors.run_events import RunEvent, RunOutcome
+from actors.run_merge import MergedCoordinator, merge_results
+from actors.telemetry import (
+    current_carrier,
+    set_tracing_enabled,
+    tracing_available,
+    tracing_enabled,
+)
 
 __all__ = [
-    "Orchestrator",
-    "Change",
-    "VersionConflict",
-    "Call",
-    "Result",
-    "handoff",
-    "parallel_handoff",
-    "DEFAULT_MAX_PARALLEL",
-    "HARD_MAX_PARALLEL",
-    "ToolCaller",
-    "ToolCallResult",
-    "TextContent",
-    "SkillRegistry",
-    "ManagedAgent",
-    "to_stored_record",
-    "to_payload",
-    "SkillRegistrationError",
-    "McpServer",
-    "McpToolCaller",
-    "CompositeCaller",
-    "UnknownTool",
-    "AmbiguousTool",
-    "OrchestratorCaller",
-    "LlmCaller",
-    "LlmConfig",
-    "tool_call_transitions",
-    "WriteRefused",
-    "OrchestratorClosed",
-    "OrchestratorNotFound",
-    "HandoffError",
-    "EmptySkill",
-    "HandoffInputError",
-    "NoToolCaller",
-    "CallerFailed",
-    "SubagentLost",
-    "ToolReportedError",
-    "DecodingError",
-    "IllegalLifecycleTransition",
-    "AgentNotFound",
+    # DESIGN.md's contract
+    "Orchestrator", "Change", "VersionConflict", "Call", "Result", "handoff", "parallel_handoff",
+    "DEFAULT_MAX_PARALLEL", "HARD_MAX_PARALLEL", "ToolCaller", "ToolCallResult", "TextContent",
+    "SkillRegistry", "ManagedAgent", "to_stored_record", "to_payload",
+    # orchestrator
+    "OrchestratorStatistics", "actor_name",
+    # handoffs
+    "HandoffSettings", "HandoffTarget", "pool_for", "PoolStatistics", "WarmPermits",
+    # callers
+    "PooledCaller", "DiscoversTools", "Interruptible", "DEFAULT_POOL", "CompositeCaller", "OrchestratorCaller",
+    "McpServer", "McpTool", "McpToolCaller", "close_mcp_sessions",
+    "LlmCaller", "LlmConfig", "ChatInput", "ChatOutput", "chat", "tool_call_transitions",
+    # managed agents
+    "AgentConfig", "InitializingAgent", "IdleAgent", "RunningAgent", "ErrorAgent", "ClosedAgent",
+    "ALLOWED_TRANSITIONS", "new_agent", "transition", "from_stored_record",
+    "create_coordinator_actor", "coordinator_config",
+    # runs: the run API, approvals, nested coordinators
+    "Run", "RunEvent", "RunOutcome", "Interrupt", "ApprovalRequest", "ask_approval",
+    "merge_results", "MergedCoordinator",
+    # telemetry switches
+    "tracing_available", "tracing_enabled", "set_tracing_enabled", "current_carrier",
+    # errors (everything in actors.exceptions)
+    "WriteRefused", "OrchestratorClosed", "OrchestratorNotFound", "ChangesUnavailable", "NotJsonClean",
+    "HandoffError", "EmptySkill", "HandoffInputError", "NoToolCaller", "CallerFailed", "SubagentLost",
+    "ToolReportedError", "DecodingError", "IllegalLifecycleTransition", "AgentNotFound",
+    "SkillRegistrationError", "UnknownTool", "AmbiguousTool", "NestedRunUnavailable",
+    "McpError", "McpServerGone", "McpCallTimeout",
+    "LlmError", "LlmConfigError", "LlmUnavailable", "LlmTimeout", "LlmRequestRejected", "LlmBadResponse",
+    "PathOutsideRoot",
+    "HistoryCompacted", "InterruptError", "InterruptNotOpen", "InterruptNotFound", "InterruptAlreadyAnswered",
+    "RunConfigError", "RunStepError", "MergeConflict",
 ]

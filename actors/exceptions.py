@@ -1,4 +1,6 @@
-"""Errors raised by the orchestrator and by handoffs.
+"""Everything that can go wrong in ``actors``: the orchestrator and its state, handoffs,
+managed agents, tool callers (skills, composite, nested runs, MCP servers, the model
+endpoint) and the built-in exploration tools.
 
 One class per meaning. Setup mistakes subclass ``TypeError``/``ValueError``; failures at run
 time subclass ``RuntimeError`` (or ``PermissionError`` for a refused write).
@@ -12,7 +14,6 @@ __all__ = [
     "OrchestratorClosed",
     "OrchestratorNotFound",
     "ChangesUnavailable",
-    "ApplyFailed",
     "HandoffError",
     "EmptySkill",
     "HandoffInputError",
@@ -23,6 +24,29 @@ __all__ = [
     "DecodingError",
     "IllegalLifecycleTransition",
     "AgentNotFound",
+    "NotJsonClean",
+    "SkillRegistrationError",
+    "UnknownTool",
+    "AmbiguousTool",
+    "NestedRunUnavailable",
+    "McpError",
+    "McpServerGone",
+    "McpCallTimeout",
+    "LlmError",
+    "LlmConfigError",
+    "LlmUnavailable",
+    "LlmTimeout",
+    "LlmRequestRejected",
+    "LlmBadResponse",
+    "PathOutsideRoot",
+    "HistoryCompacted",
+    "InterruptError",
+    "InterruptNotOpen",
+    "InterruptNotFound",
+    "InterruptAlreadyAnswered",
+    "RunConfigError",
+    "RunStepError",
+    "MergeConflict",
 ]
 
 
@@ -62,13 +86,6 @@ class OrchestratorNotFound(LookupError):
 
 class ChangesUnavailable(RuntimeError):
     """Raised by ``subscribe(since=...)`` when changes that old are no longer retained."""
-
-
-class ApplyFailed(RuntimeError):
-    """Raised when an ``apply`` function failed with an exception that cannot cross processes.
-
-    The state is unchanged; the message carries the original exception's type and text.
-    """
 
 
 class HandoffError(RuntimeError):
@@ -137,3 +154,140 @@ class IllegalLifecycleTransition(RuntimeError):
 
 class AgentNotFound(LookupError):
     """Raised by ``Orchestrator.agent_handle`` when the run has no agent with that id."""
+
+
+# ------------------------------------------------------------------ orchestrator state
+
+
+class NotJsonClean(ValueError):
+    """Raised when a state holds a value JSON cannot carry unchanged (``nan``, ``inf``)."""
+
+
+# ------------------------------------------------------------------ tool callers
+
+
+class SkillRegistrationError(TypeError):
+    """Raised when a function cannot be registered as a skill; lists every problem found."""
+
+
+class UnknownTool(LookupError):
+    """Raised when no member of a ``CompositeCaller`` serves the tool name (lists the known ones)."""
+
+
+class AmbiguousTool(LookupError):
+    """Raised when more than one member serves the tool name; give one of them a prefix."""
+
+
+class NestedRunUnavailable(RuntimeError):
+    """Raised when the run an ``OrchestratorCaller`` hands calls to is not running.
+
+    Start it with ``Orchestrator(..., name=run)`` (or attach it from its store) first.
+    """
+
+
+# ------------------------------------------------------------------ MCP servers
+
+
+class McpError(RuntimeError):
+    """Base of MCP transport failures (the server, not the tool, failed)."""
+
+
+class McpServerGone(McpError):
+    """Raised when the MCP server could not be reached or died while serving the call.
+
+    The session is dropped; the next call starts (stdio) or reaches (HTTP) the server again.
+    """
+
+
+class McpCallTimeout(McpError):
+    """Raised when an MCP server did not answer a call within ``call_timeout`` seconds.
+
+    Not a ``TimeoutError``: handoffs read a ``TimeoutError`` from a subagent as their own
+    ``Call.timeout`` expiring, which this is not.
+    """
+
+
+# ------------------------------------------------------------------ model endpoint
+
+
+class LlmError(RuntimeError):
+    """Base of failures of the model endpoint (the caller failed, not a tool)."""
+
+
+class LlmConfigError(ValueError):
+    """Raised when the base URL or model is missing or invalid; says which argument or variable to set."""
+
+
+class LlmUnavailable(LlmError):
+    """Raised when the endpoint kept answering 429/5xx (or was unreachable) after every retry."""
+
+
+class LlmTimeout(LlmUnavailable):
+    """Raised when the endpoint did not answer within ``timeout`` on every attempt."""
+
+
+class LlmRequestRejected(LlmError):
+    """Raised when the endpoint refused the request (4xx other than 429): check the model, key and input."""
+
+
+class LlmBadResponse(LlmError):
+    """Raised when a 2xx answer is not a chat-completions response."""
+
+
+# ------------------------------------------------------------------ built-in exploration tools
+
+
+class PathOutsideRoot(ValueError):
+    """Raised when a path given to a skill is, or resolves (through a symlink), outside its root."""
+# ---------------------------------------------------------------- history, runs, interrupts
+
+
+class HistoryCompacted(LookupError):
+    """Raised by ``Orchestrator.history``/``fork`` for a version older than the retention
+    window: journal compaction removed it. ``earliest`` is the oldest version still kept."""
+
+    def __init__(self, run: str, requested: int, earliest: int) -> None:
+        self.run = run
+        self.requested = requested
+        self.earliest = earliest
+        super().__init__(
+            f"run {run!r}: version {requested} is no longer kept (journal compaction); the earliest version still kept "
+            f"is {earliest} - ask for history(since={earliest}) or fork(at_version >= {earliest}), or keep more "
+            "with Orchestrator(keep_versions=..., keep_days=...)"
+        )
+
+    def __reduce__(self):  # keep every field across Ray's pickling
+        return (type(self), (self.run, self.requested, self.earliest))
+
+
+class InterruptError(RuntimeError):
+    """Base of the errors raised when an answer to an interrupt is refused; nothing was written."""
+
+
+class InterruptNotOpen(InterruptError):
+    """Raised by ``answer`` when the interrupt is not open in this run (unknown, another
+    run's, or already answered). The state is unchanged."""
+
+
+class InterruptNotFound(InterruptNotOpen):
+    """Raised by ``answer`` when this run never opened that interrupt (a typo, or another run's id)."""
+
+
+class InterruptAlreadyAnswered(InterruptNotOpen):
+    """Raised by ``answer`` when the interrupt was answered before (answers are final)."""
+
+
+class RunConfigError(ValueError):
+    """Raised by ``Run(...)`` for a bad configuration (unknown coordinator names, bad limits),
+    and by ``resume`` when the orchestrator's state holds no run to continue."""
+
+
+class RunStepError(RuntimeError):
+    """Raised when a coordinator returns something the run cannot use (not a
+    ``CoordinatorResult``, a handoff to a coordinator the run does not have, a bad approval
+    request); the message names the coordinator. Nothing of that step was committed."""
+
+
+class MergeConflict(ValueError):
+    """Raised by ``merge_results(..., on_conflict="error")`` when two results write the same
+    state key or stage differently; names both coordinators and the key."""

@@ -181,15 +181,8 @@ def run_name(prefix: str) -> str:
 
 
 async def close_run(orch: Orchestrator[Any]) -> None:
-    """Close an orchestrator and destroy its (detached) semaphore actor, if it made one."""
-    from cluster.semaphore import ClusterSemaphore
-
+    """Close an orchestrator; its semaphore actor ends with it (the last run of its scope)."""
     await orch.close()
-    try:
-        ray.get_actor(f"soloist:sem:{orch.semaphore_scope}", namespace="soloist")
-    except ValueError:
-        return  # the run never handed off: there is no semaphore to destroy
-    ClusterSemaphore(orch.semaphore_scope).destroy()
 
 
 # -------------------------------------------------------------------- timing

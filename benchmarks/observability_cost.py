@@ -15,7 +15,7 @@ import asyncio
 from typing import Any
 
 from actors import Call, Orchestrator, parallel_handoff
-from actors.subagents import pool_for
+from actors import pool_for
 from benchmarks._harness import BenchContext, Counter, NoopOut, close_run, run_name, timed
 from benchmarks.results import Figure, MeasureResult
 

@@ -39,7 +39,7 @@ async def _at_size(ctx: BenchContext, nodes: int) -> tuple[float, int]:
     try:
         warm = [Call("sleep", SleepIn(seconds=0))] * cfg.scaling_node_replicas
         await asyncio.gather(*[parallel_handoff(o, warm, SleepOut) for o in runs])
-        from actors.subagents import pool_for
+        from actors import pool_for
 
         used = {await h.node_id.remote() for h in pool_for(skills, "sleep").handles()}
         rate = await aggregate_rate(runs, cfg.scaling_calls_per_run, cfg.scaling_sleep_s, cfg.repeats)

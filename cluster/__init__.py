@@ -1,9 +1,16 @@
-"""Everything about running on a Ray cluster: connecting, the cluster-wide semaphore,
-durable storage, metrics and the ``soloist`` command."""
+"""Infrastructure that talks to the Ray cluster: connecting, the cluster-wide semaphore,
+durable storage, metrics, logging and the per-process registry. Never imports ``actors``;
+the ``soloist`` command (``cluster.cli``) is the one part on top of it."""
 
-from cluster.connect import ClusterInfo, connect
-from cluster.exceptions import SemaphoreConfigConflict, SemaphoreTimeout, SemaphoreUnavailable
+from cluster.connect import SOLOIST_NAMESPACE, ClusterInfo, connect
+from cluster.exceptions import (
+    SemaphoreConfigConflict,
+    SemaphoreTimeout,
+    SemaphoreUnavailable,
+)
+from cluster.logs import JsonFormatter, configure_logging
 from cluster.metrics import MetricsServer, serve_metrics
+from cluster.process import ProcessRegistry, RegistryStatistics, process_registry
 from cluster.semaphore import ClusterSemaphore, Lease, SemaphoreStatistics
 
 __all__ = [
@@ -17,4 +24,10 @@ __all__ = [
     "SemaphoreConfigConflict",
     "serve_metrics",
     "MetricsServer",
+    "SOLOIST_NAMESPACE",
+    "configure_logging",
+    "JsonFormatter",
+    "process_registry",
+    "ProcessRegistry",
+    "RegistryStatistics",
 ]

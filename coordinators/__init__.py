@@ -4,7 +4,7 @@ Coordinators read an immutable `ContextSnapshot` and return a `CoordinatorResult
 validated `StateTransition`s; `reduce` applies them all-or-nothing. Imports no Ray.
 """
 
-from coordinators._frozen import freeze, thaw
+from coordinators._frozen import FrozenDict, FrozenList, check_json_clean, freeze, thaw
 from coordinators.batch import TransitionBatch
 from coordinators.exceptions import TransitionError
 from coordinators.protocol import Coordinator
@@ -29,4 +29,7 @@ __all__ = [
     "Session",
     "freeze",
     "thaw",
+    "FrozenDict",
+    "FrozenList",
+    "check_json_clean",
 ]

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import core_schema
 
 from coordinators._frozen import FrozenDict, FrozenList, freeze, thaw
 from coordinators.state import AgentState, Message, PendingToolCall, Session
@@ -26,8 +27,6 @@ class _Freeze:
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
-        from pydantic_core import core_schema
-
         return core_schema.no_info_after_validator_function(freeze, handler(source))
 
 

@@ -18,7 +18,7 @@ from .base import (
     StoreStatistics,
 )
 from .diff import apply_diff, diff_states
-from .errors import (
+from .exceptions import (
     DuplicateRequest,
     JournalGap,
     RunExists,
@@ -29,7 +29,9 @@ from .errors import (
     StoreError,
     StoreReadOnly,
     StoreWriteFailed,
+    VersionCompacted,
 )
+from .gc import FINISHED_STATUSES, GcReport, finished_runs, parse_age, remove_finished_runs
 from .memory import MemoryStore
 from .sqlite import SCHEMA_VERSION, SqliteStore
 
@@ -54,6 +56,12 @@ __all__ = [
     "StoreReadOnly",
     "StoreStatistics",
     "StoreWriteFailed",
+    "VersionCompacted",
+    "FINISHED_STATUSES",
+    "GcReport",
+    "finished_runs",
+    "parse_age",
+    "remove_finished_runs",
     "apply_diff",
     "diff_states",
     "open_store",

@@ -11,7 +11,13 @@ import sqlite3
 from collections.abc import Callable
 from urllib.parse import quote
 
-from .errors import SchemaTooNew, StoreCorrupted, StoreError, StoreReadOnly, StoreWriteFailed
+from .exceptions import (
+    SchemaTooNew,
+    StoreCorrupted,
+    StoreError,
+    StoreReadOnly,
+    StoreWriteFailed,
+)
 
 SCHEMA_VERSION = 1
 APPLICATION_ID = 0x736F6C6F  # "solo": marks the file as a soloist store

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._schema import translate
-from .errors import StoreClosed, StoreError
+from .exceptions import StoreClosed, StoreError
 
 logger = logging.getLogger(__name__)
 _LOG = {"component": "store"}

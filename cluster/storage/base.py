@@ -1,7 +1,7 @@
 """The store interface and the records it holds.
 
 A store keeps, per run (one orchestrator, named by a string): its :class:`RunInfo`, the
-last two :class:`Checkpoint`\\ s, the journal of committed changes since (one
+:class:`Checkpoint`\\ s of its retention window, the journal of committed changes since (one
 :class:`JournalEntry` per version, versions strictly consecutive) and the run's
 managed-agent records. Restart = latest checkpoint + every journal entry after it.
 """
@@ -15,7 +15,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import DuplicateRequest, JournalGap
+from .exceptions import DuplicateRequest, JournalGap
 
 Durability = Literal["sync", "batch", "exit"]
 """``sync``: the orchestrator waits for each append to be durable before the next write.
@@ -119,10 +119,32 @@ class Store(Protocol):
         ...
 
     def put_checkpoint(self, run: str, version: int, state: dict[str, Any]) -> None:
-        """Durably store a checkpoint at ``version`` (<= last journal version); keep the last 2."""
+        """Durably store a checkpoint at ``version`` (<= last journal version); ``compact`` prunes."""
 
-    def compact(self, run: str) -> int:
-        """Delete journal rows covered by the latest checkpoint; return how many."""
+    def compact(self, run: str, *, keep_from: int | None = None) -> int:
+        """Delete journal rows no longer needed; return how many. Without ``keep_from``: rows
+        covered by the latest checkpoint (the last 2 checkpoints stay). With it: everything
+        older than the newest checkpoint at or before ``keep_from`` (the retention window)."""
+        ...
+
+    def oldest_version(self, run: str) -> int:
+        """The earliest version whose state can still be rebuilt (the oldest checkpoint)."""
+        ...
+
+    def entries(self, run: str, since: int, until: int) -> list[JournalEntry]:
+        """The kept journal entries with ``since < version <= until``, in version order."""
+        ...
+
+    def load_at(self, run: str, version: int) -> tuple[Checkpoint, list[JournalEntry]]:
+        """The newest checkpoint at or before ``version`` and the entries up to it;
+        ``VersionCompacted`` naming the oldest kept version when none is that old."""
+        ...
+
+    def delete_run(self, run: str) -> None:
+        """Durably delete the run and everything stored for it; ``RunNotFound`` if absent."""
+
+    def update_run_metadata(self, run: str, changes: dict[str, Any]) -> RunInfo:
+        """Durably merge ``changes`` (JSON-clean) into the run's metadata."""
         ...
 
     def put_agent(self, run: str, agent_id: str, record: dict[str, Any]) -> AgentRecordRow:

@@ -25,7 +25,7 @@ from .base import (
     check_tail,
     dump_json,
 )
-from .errors import JournalGap, RunExists, RunNotFound, StoreClosed, StoreError
+from .exceptions import JournalGap, RunExists, RunNotFound, StoreClosed, StoreError, VersionCompacted
 
 
 @dataclass
@@ -142,21 +142,79 @@ class MemoryStore:
                     detail=f"checkpoint at version {version} but the journal ends at {stored.last_version}",
                 )
             stored.checkpoints[version] = (text, time.time())
-            for old in sorted(stored.checkpoints)[:-KEEP_CHECKPOINTS]:
-                del stored.checkpoints[old]
             self._commits += 1
 
-    def compact(self, run: str) -> int:
-        """Drop journal entries covered by the latest checkpoint; return how many."""
+    def compact(self, run: str, *, keep_from: int | None = None) -> int:
+        """Drop journal entries no longer needed (see ``SqliteStore.compact``); return how many."""
         with self._lock:
             self._check_open()
             stored = self._run(run)
-            base = max(stored.checkpoints)
+            if keep_from is None:
+                base = max(stored.checkpoints)
+                for old in sorted(stored.checkpoints)[:-KEEP_CHECKPOINTS]:
+                    del stored.checkpoints[old]
+            else:
+                candidates = [v for v in stored.checkpoints if v <= keep_from]
+                if not candidates:
+                    return 0
+                base = max(candidates)
+                for old in [v for v in stored.checkpoints if v < base]:
+                    del stored.checkpoints[old]
+                for request_id in [r for r, v in stored.requests.items() if v < base]:
+                    del stored.requests[request_id]
             covered = [v for v in stored.journal if v <= base]
             for version in covered:
                 del stored.journal[version]
             self._commits += 1
             return len(covered)
+
+    def delete_run(self, run: str) -> None:
+        """Delete everything stored for ``run``; ``RunNotFound`` if it is not stored."""
+        with self._lock:
+            self._check_open()
+            self._run(run)
+            del self._runs[run]
+            self._commits += 1
+
+    def update_run_metadata(self, run: str, changes: dict[str, Any]) -> RunInfo:
+        """Merge ``changes`` into the run's metadata; return the updated info."""
+        dump_json(changes, "run metadata")
+        with self._lock:
+            self._check_open()
+            stored = self._run(run)
+            stored.info = stored.info.model_copy(update={"metadata": {**stored.info.metadata, **json.loads(json.dumps(changes))}})
+            self._commits += 1
+            return stored.info
+
+    def oldest_version(self, run: str) -> int:
+        """The earliest version whose state can still be rebuilt (its oldest checkpoint)."""
+        with self._lock:
+            return min(self._run(run).checkpoints)
+
+    def entries(self, run: str, since: int, until: int) -> list[JournalEntry]:
+        """The journal entries with ``since < version <= until``, in order (what is still kept)."""
+        with self._lock:
+            rows = sorted((v, row) for v, row in self._run(run).journal.items() if since < v <= until)
+        return [
+            JournalEntry(version=v, request_id=r, kind=k, payload=json.loads(p), created_at=c)  # type: ignore[arg-type]
+            for v, (r, k, p, c) in rows
+        ]
+
+    def load_at(self, run: str, version: int) -> tuple[Checkpoint, list[JournalEntry]]:
+        """The newest checkpoint at or before ``version`` and the entries up to ``version``."""
+        with self._lock:
+            stored = self._run(run)
+            candidates = [v for v in stored.checkpoints if v <= version]
+            if not candidates:
+                raise VersionCompacted(path=None, run=run, requested=version, oldest=min(stored.checkpoints))
+            base = max(candidates)
+            state, created_at = stored.checkpoints[base]
+        checkpoint = Checkpoint(version=base, state=json.loads(state), created_at=created_at)
+        entries = self.entries(run, base, version)
+        check_tail(None, run, base, entries)
+        if base + len(entries) != version:
+            raise JournalGap(path=None, run=run, missing=base + len(entries) + 1, detail=f"rebuilding version {version}")
+        return checkpoint, entries
 
     def put_agent(self, run: str, agent_id: str, record: dict[str, Any]) -> AgentRecordRow:
         """Upsert an agent record with the run's next ``seq``."""

@@ -21,7 +21,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from ._schema import SCHEMA_VERSION, open_connection, open_writer, translate, validate_file
+from ._schema import (
+    SCHEMA_VERSION,
+    open_connection,
+    open_writer,
+    translate,
+    validate_file,
+)
 from ._writer import GroupCommitWriter
 from .base import (
     KEEP_CHECKPOINTS,
@@ -35,7 +41,15 @@ from .base import (
     check_tail,
     dump_json,
 )
-from .errors import JournalGap, RunExists, RunNotFound, StoreClosed, StoreCorrupted, StoreReadOnly
+from .exceptions import (
+    JournalGap,
+    RunExists,
+    RunNotFound,
+    StoreClosed,
+    StoreCorrupted,
+    StoreReadOnly,
+    VersionCompacted,
+)
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
 
@@ -139,25 +153,68 @@ class SqliteStore:
                     detail=f"checkpoint at version {version} but the journal ends at {last}",
                 )
             conn.execute("INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?)", (run, version, text, time.time()))
-            conn.execute(
-                "DELETE FROM checkpoints WHERE run = ? AND version NOT IN "
-                "(SELECT version FROM checkpoints WHERE run = ? ORDER BY version DESC LIMIT ?)",
-                (run, run, KEEP_CHECKPOINTS),
-            )
 
         self._writer.submit(op).result()
 
-    def compact(self, run: str) -> int:
-        """Delete journal rows covered by the latest checkpoint; request ids stay findable."""
+    def compact(self, run: str, *, keep_from: int | None = None) -> int:
+        """Delete journal rows no longer needed; return how many.
+
+        Without ``keep_from``: the rows covered by the latest checkpoint (request ids stay
+        findable, the last two checkpoints stay). With ``keep_from``: the retention window -
+        every state from the newest checkpoint at or before ``keep_from`` onwards stays
+        rebuildable; older checkpoints, journal rows and request ids are deleted.
+        """
         self._drain_pending()
 
         def op(conn: sqlite3.Connection) -> int:
             self._last_version(conn, run)
-            (base,) = conn.execute("SELECT MAX(version) FROM checkpoints WHERE run = ?", (run,)).fetchone()
+            if keep_from is None:
+                (base,) = conn.execute("SELECT MAX(version) FROM checkpoints WHERE run = ?", (run,)).fetchone()
+                conn.execute(
+                    "DELETE FROM checkpoints WHERE run = ? AND version NOT IN "
+                    "(SELECT version FROM checkpoints WHERE run = ? ORDER BY version DESC LIMIT ?)",
+                    (run, run, KEEP_CHECKPOINTS),
+                )
+                return conn.execute("DELETE FROM journal WHERE run = ? AND version <= ?", (run, base)).rowcount
+            row = conn.execute(
+                "SELECT MAX(version) FROM checkpoints WHERE run = ? AND version <= ?", (run, keep_from)
+            ).fetchone()
+            if row[0] is None:
+                return 0
+            base = int(row[0])
+            conn.execute("DELETE FROM checkpoints WHERE run = ? AND version < ?", (run, base))
+            conn.execute("DELETE FROM requests WHERE run = ? AND version < ?", (run, base))
             return conn.execute("DELETE FROM journal WHERE run = ? AND version <= ?", (run, base)).rowcount
 
         removed: int = self._writer.submit(op).result()
         return removed
+
+    def delete_run(self, run: str) -> None:
+        """Durably delete everything stored for ``run``; ``RunNotFound`` if it is not stored."""
+        self._drain_pending()
+
+        def op(conn: sqlite3.Connection) -> None:
+            self._require_run(conn, run)
+            for table in ("journal", "requests", "checkpoints", "agents"):
+                conn.execute(f"DELETE FROM {table} WHERE run = ?", (run,))
+            conn.execute("DELETE FROM runs WHERE name = ?", (run,))
+
+        self._writer.submit(op).result()
+
+    def update_run_metadata(self, run: str, changes: dict[str, Any]) -> RunInfo:
+        """Durably merge ``changes`` into the run's metadata; return the updated info."""
+        dump_json(changes, "run metadata")
+
+        def op(conn: sqlite3.Connection) -> RunInfo:
+            self._require_run(conn, run)
+            row = conn.execute("SELECT * FROM runs WHERE name = ?", (run,)).fetchone()
+            info = self._run_info(row)
+            merged = {**info.metadata, **changes}
+            conn.execute("UPDATE runs SET metadata = ? WHERE name = ?", (dump_json(merged, "run metadata"), run))
+            return info.model_copy(update={"metadata": merged})
+
+        updated: RunInfo = self._writer.submit(op).result()
+        return updated
 
     def put_agent(self, run: str, agent_id: str, record: dict[str, Any]) -> AgentRecordRow:
         """Durably upsert an agent record with the run's next ``seq``."""
@@ -236,6 +293,63 @@ class SqliteStore:
             raise StoreCorrupted(path=self._file, problem=f"bad journal row of run {run!r}: {exc}") from exc
         check_tail(self._file, run, base, entries)
         return checkpoint, entries
+
+    def oldest_version(self, run: str) -> int:
+        """The earliest version whose state can still be rebuilt (its oldest checkpoint)."""
+        self._drain_pending()
+        with self._read() as conn:
+            self._require_run(conn, run)
+            (oldest,) = conn.execute("SELECT MIN(version) FROM checkpoints WHERE run = ?", (run,)).fetchone()
+        if oldest is None:
+            raise StoreCorrupted(path=self._file, problem=f"run {run!r} has no checkpoint")
+        return int(oldest)
+
+    def entries(self, run: str, since: int, until: int) -> list[JournalEntry]:
+        """The journal entries with ``since < version <= until``, in order (what is still kept)."""
+        self._drain_pending()
+        with self._read() as conn:
+            self._require_run(conn, run)
+            rows = conn.execute(
+                "SELECT version, request_id, kind, payload, created_at FROM journal "
+                "WHERE run = ? AND version > ? AND version <= ? ORDER BY version",
+                (run, since, until),
+            ).fetchall()
+        return [self._entry(run, row) for row in rows]
+
+    def load_at(self, run: str, version: int) -> tuple[Checkpoint, list[JournalEntry]]:
+        """The newest checkpoint at or before ``version`` and the entries up to ``version``."""
+        self._drain_pending()
+        with self._read(snapshot=True) as conn:
+            self._require_run(conn, run)
+            row = conn.execute(
+                "SELECT version, state, created_at FROM checkpoints WHERE run = ? AND version <= ? "
+                "ORDER BY version DESC LIMIT 1",
+                (run, version),
+            ).fetchone()
+            if row is None:
+                (oldest,) = conn.execute("SELECT MIN(version) FROM checkpoints WHERE run = ?", (run,)).fetchone()
+                raise VersionCompacted(path=self._file, run=run, requested=version, oldest=oldest)
+            base, state, created = row
+            rows = conn.execute(
+                "SELECT version, request_id, kind, payload, created_at FROM journal "
+                "WHERE run = ? AND version > ? AND version <= ? ORDER BY version",
+                (run, base, version),
+            ).fetchall()
+        checkpoint = Checkpoint(
+            version=base, state=self._parse(state, f"checkpoint {base} of run {run!r}"), created_at=created
+        )
+        entries = [self._entry(run, r) for r in rows]
+        check_tail(self._file, run, base, entries)
+        if base + len(entries) != version:
+            raise JournalGap(path=self._file, run=run, missing=base + len(entries) + 1, detail=f"rebuilding version {version}")
+        return checkpoint, entries
+
+    def _entry(self, run: str, row: tuple[Any, ...]) -> JournalEntry:
+        v, r, k, p, c = row
+        try:
+            return JournalEntry(version=v, request_id=r, kind=k, payload=self._parse(p, f"journal version {v} of run {run!r}"), created_at=c)
+        except ValueError as exc:  # pydantic rejected a row (e.g. unknown kind)
+            raise StoreCorrupted(path=self._file, problem=f"bad journal row of run {run!r}: {exc}") from exc
 
     def get_agent(self, run: str, agent_id: str) -> AgentRecordRow | None:
         """One agent record, or None."""

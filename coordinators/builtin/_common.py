@@ -9,8 +9,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from coordinators import ContextSnapshot, Message, TransitionBatch
-from coordinators import thaw
+from coordinators import ContextSnapshot, Message, TransitionBatch, thaw
 
 __all__ = [
     "CODE_TOOLS",
@@ -23,7 +22,7 @@ __all__ = [
     "stage_rank",
 ]
 
-#: The skills the built-in coordinators plan (served by `actors.code_skills`).
+#: The skills the built-in coordinators plan (served by `actors.builtin.code_skills`).
 CODE_TOOLS = ("list_tree", "search_code", "read_excerpt", "python_imports")
 
 #: A run's stages, in the only order they may be entered.

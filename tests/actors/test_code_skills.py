@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from actors._fs import glob_to_regex, is_ignored, parse_gitignore
-from actors.code_skills import (
+from actors.builtin import glob_to_regex, is_ignored, parse_gitignore
+from actors.builtin import (
     CODE_SKILLS,
     ExcerptInput,
     ImportsInput,
@@ -303,16 +303,15 @@ def test_paths_limit_the_parsed_files_but_not_name_resolution(tmp_path: Path) ->
 def test_code_skills_register_as_typed_skills_and_import_no_ray() -> None:
     import ast
 
-    import actors._fs
-    import actors.code_skills
+    import actors.builtin
     from actors import SkillRegistry
 
     registry = SkillRegistry()
     for name, skill in CODE_SKILLS.items():
         spec = registry.register(name, skill)
         assert spec.input_type.__name__.endswith("Input") and spec.output_type.__name__.endswith("Output")
-    for module in (actors._fs, actors.code_skills):
-        tree = ast.parse(Path(module.__file__).read_text())
+    for source in ("fs_guard.py", "code_skills.py"):
+        tree = ast.parse((Path(actors.builtin.__file__).parent / source).read_text())
         imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
         imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
         assert not {name for name in imported if name and name.split(".")[0] == "ray"}

@@ -10,7 +10,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from actors.code_skills import CODE_SKILLS
+from actors.builtin import CODE_SKILLS
 from coordinators import AgentState
 from coordinators.builtin import default_coordinators
 from tests.coordinators.builtin_fakes import run_loop

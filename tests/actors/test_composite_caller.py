@@ -6,8 +6,8 @@ import pytest
 from pydantic import BaseModel
 
 from actors import SkillRegistry
-from actors.composite_caller import AmbiguousTool, CompositeCaller, UnknownTool
-from actors.mcp_caller import McpToolCaller
+from actors import AmbiguousTool, CompositeCaller, UnknownTool
+from actors import McpToolCaller
 from tests.actors.servers.launch import stdio_server
 
 

@@ -16,7 +16,7 @@ import pytest
 from pydantic import BaseModel
 
 from actors import Orchestrator
-from actors.managed import AgentConfig, new_agent, to_stored_record
+from actors import AgentConfig, new_agent, to_stored_record
 from cluster.storage import JournalGap, SchemaTooNew, SqliteStore, StoreCorrupted
 from coordinators import AgentState, TransitionBatch
 

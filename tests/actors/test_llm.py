@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from actors.llm import (
+from actors import (
     ChatInput,
     ChatOutput,
     LlmCaller,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from actors import Call, CallerFailed, Orchestrator, handoff
-from actors.llm import ChatOutput, LlmCaller, LlmConfig, LlmUnavailable
+from actors import ChatOutput, LlmCaller, LlmConfig, LlmUnavailable
 from cluster.cli import build_parser
-from cluster.jobs import explore
+from cluster.cli import explore
 from coordinators import AgentState
 from tests.actors.servers.chat_server import ChatServer, Reply, completion
 

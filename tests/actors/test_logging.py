@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from actors import Call, Orchestrator, SkillRegistry, ToolReportedError, handoff, parallel_handoff
-from cluster.logs import JsonFormatter
+from cluster import JsonFormatter
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 
@@ -124,7 +124,7 @@ async def test_json_logs_keep_the_component_orchestrator_and_skill_as_fields(cap
 
 def test_set_logger_none_keeps_the_current_logger(captured):
     orch, _, _ = captured
-    before = orch.logger
+    before = orch.handoff_settings().logger
     orch.set_logger(None)
-    assert orch.logger is before
-    assert orch.logger.extra == {"component": "agent-orchestrator", "orchestrator": orch.name}
+    assert orch.handoff_settings().logger is before
+    assert orch.handoff_settings().logger.extra == {"component": "agent-orchestrator", "orchestrator": orch.name}

@@ -12,7 +12,7 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from actors import ManagedAgent, to_payload, to_stored_record
-from actors.managed import (
+from actors import (
     ALLOWED_TRANSITIONS,
     AgentConfig,
     ClosedAgent,

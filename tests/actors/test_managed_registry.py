@@ -17,11 +17,11 @@ import pytest
 from pydantic import BaseModel
 
 from actors import Orchestrator, SkillRegistry, handoff
-from actors._agents import AgentNotFound, pickled_extra
-from actors.managed import AgentConfig, IllegalLifecycleTransition
-from actors.run_loop import RunLoop, create_coordinator_actor
-from actors.subagents import pool_for
-from cluster.status import collect_status
+from actors import AgentNotFound, coordinator_config
+from actors import AgentConfig, IllegalLifecycleTransition
+from actors import Run, create_coordinator_actor
+from actors import pool_for
+from cluster.cli import collect_status
 from cluster.storage import SqliteStore
 from coordinators import AgentState, ContextSnapshot, CoordinatorResult, TransitionBatch
 
@@ -68,7 +68,7 @@ async def test_agent_state_events_follow_store_writes_in_change_order(tmp_path: 
     store = SqliteStore(path)
     try:
         handle = create_coordinator_actor(Finisher())
-        config = AgentConfig(extra={"coordinator": pickled_extra(Finisher())})
+        config = coordinator_config(Finisher())
         listener = asyncio.ensure_future(_agent_events(orch, 6))
         await orch._agent_created("coordinator:a", "coordinator", config, handle)  # initializing, idle
         await orch._agent_changed("coordinator:a", "running")
@@ -146,11 +146,11 @@ def _call(skill: str, text: str) -> Any:
     return Call(skill, EchoIn(text=text))
 
 
-async def test_run_loop_records_its_coordinators_running_idle_then_closed(tmp_path: Path) -> None:
+async def test_a_run_records_its_coordinators_running_idle_then_closed(tmp_path: Path) -> None:
     orch = Orchestrator(AgentState(), name="looped", store=tmp_path / "s.db")
     try:
         listener = asyncio.ensure_future(_agent_events(orch, 5))
-        outcome = await RunLoop(orch, {"finisher": Finisher()}, first="finisher", fallback="finisher", safety=None).run("go")
+        outcome = await Run(orch, [Finisher()], first="finisher").run("go")
         assert outcome.status in ("complete", "stopped")
         events = await listener
         assert [e["lifecycle"] for e in events] == ["initializing", "idle", "running", "idle", "closed"]
@@ -163,7 +163,7 @@ async def test_after_a_crash_agents_are_recreated_lazily_once_from_their_records
     path = tmp_path / "s.db"
     orch = Orchestrator(AgentState(), name="lazy", store=path)
     try:
-        config = AgentConfig(extra={"coordinator": pickled_extra(Finisher())})
+        config = coordinator_config(Finisher())
         await orch._agent_created("coordinator:f", "coordinator", config, create_coordinator_actor(Finisher()))
         await _kill_worker(orch)
         after_restart = await orch.version()  # waits out the restart

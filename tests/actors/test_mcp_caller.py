@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from actors.mcp_caller import McpCallTimeout, McpServer, McpServerGone, McpToolCaller, close_sessions
+from actors import McpCallTimeout, McpServer, McpServerGone, McpToolCaller, close_mcp_sessions
 from tests.actors.servers.launch import HttpServer, stdio_server
 
 TOOLS = ["add", "fail", "pid", "slow", "work"]
@@ -19,7 +19,7 @@ TOOLS = ["add", "fail", "pid", "slow", "work"]
 @pytest.fixture(autouse=True)
 async def _close_sessions():
     yield
-    await close_sessions()  # stdio servers spawned by this process exit with their sessions
+    await close_mcp_sessions()  # stdio servers spawned by this process exit with their sessions
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ import pytest
 from pydantic import BaseModel
 
 from actors import Call, CallerFailed, Orchestrator, SkillRegistry, ToolReportedError, handoff, parallel_handoff
-from actors.composite_caller import CompositeCaller
-from actors.mcp_caller import McpServerGone, McpToolCaller
+from actors import CompositeCaller
+from actors import McpServerGone, McpToolCaller
 from tests.actors.servers.filepeak import FilePeak
 from tests.actors.servers.launch import HttpServer, stdio_server
 

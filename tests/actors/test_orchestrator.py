@@ -10,7 +10,7 @@ import ray
 from pydantic import BaseModel, ValidationError
 
 from actors import Change, Orchestrator, VersionConflict, WriteRefused
-from actors.exceptions import OrchestratorNotFound
+from actors import OrchestratorNotFound
 from coordinators import AgentState, ContextSnapshot, TransitionBatch, TransitionError
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
@@ -182,8 +182,8 @@ class _Intruder:
     """Plays a subagent that finds a named orchestrator and tries to write to it."""
 
     async def try_write(self, name: str) -> str:
-        from actors.orchestrator import actor_name
-        from cluster.connect import SOLOIST_NAMESPACE
+        from actors import actor_name
+        from cluster import SOLOIST_NAMESPACE
 
         handle = ray.get_actor(actor_name(name), namespace=SOLOIST_NAMESPACE)
         try:
@@ -235,17 +235,18 @@ async def test_set_max_parallel_normalises_and_clamps(counter):
     counter.set_max_parallel(2)
     assert counter.max_parallel == 2
     counter.set_max_parallel(100)
-    assert (counter.max_parallel, counter.requested_max_parallel) == (4, 100)
+    settings = counter.handoff_settings()
+    assert (settings.max_parallel, settings.requested_max_parallel) == (4, 100)
     reader = pickle.loads(pickle.dumps(counter))
     assert await reader.refresh_max_parallel() == 4
-    assert reader.requested_max_parallel == 100
+    assert reader.handoff_settings().requested_max_parallel == 100
 
 
 async def test_set_logger_and_set_tracer_ignore_none(counter):
-    before = (counter.logger, counter.tracer)
+    before = (counter.handoff_settings().logger, counter.handoff_settings().tracer)
     counter.set_logger(None)
     counter.set_tracer(None)
-    assert (counter.logger, counter.tracer) == before
+    assert (counter.handoff_settings().logger, counter.handoff_settings().tracer) == before
 
 
 # ----------------------------------------------------------------- AgentState runs
@@ -297,3 +298,14 @@ async def test_changes_of_a_batch_carry_its_transitions(agent_run):
 async def test_context_of_a_state_that_is_not_an_agent_state_is_a_clear_error(counter):
     with pytest.raises(TypeError, match="snapshot\\(\\) instead"):
         await counter.context()
+
+
+async def test_list_live_names_running_named_orchestrators_and_attach_reads_their_statistics():
+    orch = Orchestrator(Counter(), name="listed-by-list-live")
+    try:
+        assert "listed-by-list-live" in Orchestrator.list_live()
+        await orch.apply(lambda s: setattr(s, "count", 1))
+        stats = await Orchestrator.attach("listed-by-list-live").statistics()
+        assert (stats.name, stats.version) == ("listed-by-list-live", 1)
+    finally:
+        await orch.close()

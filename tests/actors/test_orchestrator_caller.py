@@ -9,8 +9,8 @@ import ray
 from pydantic import BaseModel
 
 from actors import Call, CallerFailed, Orchestrator, ToolReportedError, handoff, parallel_handoff
-from actors.composite_caller import CompositeCaller
-from actors.orchestrator_caller import NestedRunUnavailable, OrchestratorCaller
+from actors import CompositeCaller
+from actors import NestedRunUnavailable, OrchestratorCaller
 from tests.actors._peak import SleepIn, SleepOut, new_counter, sleepy_registry
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]

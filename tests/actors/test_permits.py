@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from actors._permits import WarmPermits
+from actors import WarmPermits
 from cluster.semaphore import ClusterSemaphore
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]

@@ -9,8 +9,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 from pydantic import BaseModel
 
-from actors import Call, Orchestrator, SkillRegistry, handoff, parallel_handoff
-from actors import _telemetry
+from actors import Call, Orchestrator, SkillRegistry, handoff, parallel_handoff, current_carrier, set_tracing_enabled
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 
@@ -113,12 +112,12 @@ async def test_a_single_handoff_span_has_the_skill_and_parents_the_skill_span(tr
 
 async def test_turning_tracing_off_creates_no_spans_and_ships_no_context(traced_run):
     orch, exporter = traced_run
-    _telemetry.set_tracing_enabled(False)
+    set_tracing_enabled(False)
     try:
-        assert _telemetry.current_carrier() is None
+        assert current_carrier() is None
         out = await handoff(orch, Call("traced", WorkIn(tag=2)), WorkOut)
     finally:
-        _telemetry.set_tracing_enabled(True)
+        set_tracing_enabled(True)
         await orch.close()
     assert exporter.get_finished_spans() == ()
     assert out.parent_span_id is None

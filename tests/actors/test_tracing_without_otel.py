@@ -49,7 +49,7 @@ _DRIVER = textwrap.dedent(
     except ImportError:
         hidden = True
 
-    from actors import Call, Orchestrator, SkillRegistry, handoff, parallel_handoff, _telemetry
+    from actors import Call, Orchestrator, SkillRegistry, handoff, parallel_handoff, tracing_available
     from cluster import metrics
 
 
@@ -93,7 +93,7 @@ _DRIVER = textwrap.dedent(
         one, many = asyncio.run(main())
         print(json.dumps({
             "hidden": hidden,
-            "tracing_available": _telemetry.tracing_available(),
+            "tracing_available": tracing_available(),
             "one": one.n,
             "many": [r.output.n for r in many],
             "otel_in_worker": one.otel_in_worker,

@@ -104,7 +104,7 @@ def test_bench_command_rejects_an_unknown_measure_with_exit_code_2(capsys: pytes
 def test_bench_command_writes_json_and_plots(report: BenchReport, tmp_path: Path) -> None:
     from rich.console import Console
 
-    from cluster.bench_cli import render_table, write_outputs
+    from cluster.cli import render_table, write_outputs
 
     console = Console(record=True, width=200)
     written = write_outputs(report, str(tmp_path), console)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cluster._lease_table import LeaseTable
+from cluster.semaphore import LeaseTable
 
 
 def _table(*, permits: int = 4, recovering: bool = False) -> LeaseTable:

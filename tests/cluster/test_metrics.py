@@ -16,8 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel
 
 from actors import Call, Orchestrator, SkillRegistry, handoff, parallel_handoff
-from cluster import metrics
-from cluster._metrics_collector import Aggregate, MetricsDelta
+from cluster.metrics import registry as metrics
+from cluster.metrics import Aggregate, MetricsDelta
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

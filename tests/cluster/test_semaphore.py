@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 import ray
 
-from cluster.exceptions import SemaphoreConfigConflict, SemaphoreTimeout, SemaphoreUnavailable
+from cluster import SemaphoreConfigConflict, SemaphoreTimeout, SemaphoreUnavailable
 from cluster.semaphore import ClusterSemaphore, Lease, SemaphoreStatistics
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
@@ -330,7 +330,7 @@ async def test_destroyed_semaphore_raises_semaphore_unavailable() -> None:
 def test_opening_a_semaphore_without_ray_raises_semaphore_unavailable() -> None:
     code = (
         "from cluster.semaphore import ClusterSemaphore\n"
-        "from cluster.exceptions import SemaphoreUnavailable\n"
+        "from cluster import SemaphoreUnavailable\n"
         "try:\n    ClusterSemaphore('s')\n"
         "except SemaphoreUnavailable as e:\n    print(e)\n"
     )

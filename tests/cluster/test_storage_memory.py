@@ -68,8 +68,9 @@ def test_journal_checkpoint_compact_round_trip(store: Store) -> None:
     store.put_checkpoint("run", 1, {"n": 1})
     store.put_checkpoint("run", 2, {"n": 2})
     store.put_checkpoint("run", 3, {"n": 3})
-    assert store.statistics().checkpoints == 2
+    assert store.statistics().checkpoints == 4
     assert store.compact("run") == 3
+    assert store.statistics().checkpoints == 2
     checkpoint, tail = store.load("run")
     assert (checkpoint.version, checkpoint.state, tail) == (3, {"n": 3}, [])
     assert store.find_request("run", "q1") == 1
@@ -122,7 +123,8 @@ def test_package_exports_exactly_the_public_surface() -> None:
             "SCHEMA_VERSION", "AgentRecordRow", "Checkpoint", "DuplicateRequest", "Durability", "JournalEntry",
             "JournalGap", "MemoryStore", "RunExists", "RunInfo", "RunNotFound", "SchemaTooNew", "SqliteStore",
             "Store", "StoreClosed", "StoreCorrupted", "StoreError", "StoreReadOnly", "StoreStatistics",
-            "StoreWriteFailed", "apply_diff", "diff_states", "open_store",
+            "StoreWriteFailed", "VersionCompacted", "FINISHED_STATUSES", "GcReport", "finished_runs",
+            "parse_age", "remove_finished_runs", "apply_diff", "diff_states", "open_store",
         ]
     )
     for name in cluster.storage.__all__:

@@ -166,11 +166,13 @@ def test_failing_append_in_a_group_does_not_fail_its_neighbours(store: SqliteSto
     assert isinstance(futures[1].exception(), JournalGap)
 
 
-def test_checkpoints_keep_the_last_two_and_load_is_checkpoint_plus_tail(path: Path, store: SqliteStore) -> None:
+def test_compact_keeps_the_last_two_checkpoints_and_load_is_checkpoint_plus_tail(path: Path, store: SqliteStore) -> None:
     store.create_run(info(), {"n": 0})
     store.append("run", [entry(v) for v in range(1, 6)]).result()
     store.put_checkpoint("run", 2, {"n": 2})
     store.put_checkpoint("run", 4, {"n": 4})
+    assert store.statistics().checkpoints == 3
+    store.compact("run")
     assert store.statistics().checkpoints == 2
     store.close()
     reopened = SqliteStore(path)

@@ -10,7 +10,7 @@ import cloudpickle
 import pytest
 from pydantic import BaseModel
 
-from coordinators._frozen import FrozenDict, FrozenList, check_json_clean, freeze, thaw
+from coordinators import FrozenDict, FrozenList, check_json_clean, freeze, thaw
 
 
 def test_freeze_turns_nested_dicts_and_lists_into_frozen_equal_values() -> None:

@@ -38,7 +38,7 @@ from actors import (
     ToolReportedError,
     handoff,
 )
-from actors._json_clean import NotJsonClean
+from actors import NotJsonClean
 from coordinators import AgentState, Message, StateTransition, TransitionError, TransitionType, reduce
 
 pytestmark = pytest.mark.reliability

@@ -19,8 +19,7 @@ import pytest
 import ray
 from pydantic import BaseModel
 
-from actors import Call, Orchestrator, SubagentLost, parallel_handoff
-from actors.subagents import pool_for
+from actors import Call, Orchestrator, SubagentLost, parallel_handoff, pool_for
 from cluster import ClusterSemaphore
 from tests.reliability._cap_support import Gate, Intervals, WorkIn, WorkOut, cap_registry, new_named, wait_for
 

@@ -28,7 +28,7 @@ import ray
 from pydantic import BaseModel
 
 from actors import Call, Orchestrator, OrchestratorNotFound, SubagentLost, parallel_handoff
-from actors.subagents import pool_for
+from actors import pool_for
 from cluster.storage import SqliteStore, StoreReadOnly, StoreWriteFailed
 from tests.actors._peak import SleepIn, SleepOut, new_counter, sleepy_registry
 

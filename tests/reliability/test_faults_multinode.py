@@ -18,7 +18,7 @@ from ray.cluster_utils import Cluster
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors import Call, Orchestrator, SubagentLost, parallel_handoff
-from actors.subagents import pool_for
+from actors import pool_for
 from tests.actors._peak import NAMESPACE, PeakCounter, SleepIn, SleepOut, sleepy_registry
 
 pytestmark = [pytest.mark.reliability, pytest.mark.multinode, pytest.mark.timeout(600)]

@@ -26,11 +26,11 @@ import ray
 from pydantic import BaseModel
 
 from actors import Call, Orchestrator, ToolCallResult, ToolReportedError, WriteRefused, handoff, parallel_handoff
-from actors.code_skills import CODE_SKILLS, ExcerptInput, ImportsInput, SearchInput, TreeInput
-from actors.orchestrator import actor_name
-from actors.run_loop import create_coordinator_actor
-from cluster.connect import SOLOIST_NAMESPACE
-from cluster.jobs import code_skill_registry
+from actors.builtin import CODE_SKILLS, ExcerptInput, ImportsInput, SearchInput, TreeInput
+from actors import actor_name
+from actors import create_coordinator_actor
+from cluster import SOLOIST_NAMESPACE
+from cluster.cli import code_skill_registry
 from coordinators import AgentState, ContextSnapshot, CoordinatorResult, TransitionBatch
 from tests.reliability._support import captured_logs, files_containing
 
@@ -126,7 +126,7 @@ async def test_a_subagent_gets_no_handle_or_token_and_its_writes_through_named_l
 
 
 async def _subagent_fields(orch: Orchestrator[Any]) -> dict[str, Any]:
-    from actors.subagents import pool_for
+    from actors import pool_for
 
     replica = pool_for(orch.caller, "spy").handles()[0]
     return await replica.__ray_call__.remote(lambda self: dict(vars(self)))
@@ -148,7 +148,7 @@ async def test_a_coordinator_gets_only_a_snapshot_and_a_message_and_its_writes_a
     try:
         await orch.apply_batch(TransitionBatch().update_state("plan", ["a"]))
         actor = create_coordinator_actor(SpyCoordinator())
-        result = await actor.process.remote(await orch.context(), "your turn")  # exactly what RunLoop sends
+        result = await actor.process.remote(await orch.context(), "your turn")  # exactly what a Run sends
         report = json.loads(result.reasoning)
         assert report["handles"] == [] and orch._token not in report["inputs"]
         assert report["refused"] == ALL_REFUSED
@@ -194,7 +194,7 @@ async def test_the_owner_token_never_appears_in_logs_metrics_reads_or_stored_row
                 assert token.encode() not in pickle.dumps(value) or value is orch  # the owner's own handle holds it
             assert token.encode() not in pickle.dumps(await orch.context())
             metrics.flush()
-            from cluster._metrics_collector import collector_handle
+            from cluster.metrics import collector_handle
 
             scraped = metrics.render(await collector_handle().totals.remote())
             assert "soloist_apply_total" in scraped and token not in scraped

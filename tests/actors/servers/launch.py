@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from actors.mcp_caller import McpServer
+from actors import McpServer
 
 SERVER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mcp_server.py")
 

@@ -1,0 +1,121 @@
+"""``CompositeCaller``: several ``ToolCaller``s behind one name space.
+
+A handoff names a tool; the composite finds the one member that serves it and forwards the
+call. Members say what they serve through ``owns(name)`` (MCP and orchestrator callers),
+``names()`` or ``in`` (``SkillRegistry``). A name nobody serves, or that two members serve,
+is an error that names the offender and the candidates. Pools follow the owning member:
+``pool_options`` delegates to it, so a skill keeps its replicas and CPUs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Container
+from typing import Any
+
+from actors.callers.protocol import (
+    DEFAULT_POOL,
+    DiscoversTools,
+    Interruptible,
+    PooledCaller,
+    ToolCaller,
+    ToolCallResult,
+)
+from actors.exceptions import AmbiguousTool, UnknownTool
+
+__all__ = ["CompositeCaller"]
+
+def _claims(member: ToolCaller, name: str) -> bool:
+    if isinstance(member, PooledCaller):
+        return member.owns(name)
+    return name in member  # type: ignore[operator]  # a Container, checked in __init__
+
+
+def _label(member: ToolCaller, index: int) -> str:
+    label = member.label if isinstance(member, PooledCaller) else ""
+    return label or f"{type(member).__name__}#{index}"
+
+
+class CompositeCaller:
+    """One ``ToolCaller`` over ``members``; each tool name must belong to exactly one of them."""
+
+    def __init__(self, *members: ToolCaller) -> None:
+        problems: list[str] = []
+        if not members:
+            problems.append("give at least one member caller")
+        for i, m in enumerate(members):
+            if not isinstance(m, ToolCaller):
+                problems.append(f"member {i} ({type(m).__name__}) has no async call_tool(name, arguments)")
+            elif not isinstance(m, (PooledCaller, Container)):
+                problems.append(f"member {i} ({type(m).__name__}) cannot say which tools it serves: implement "
+                                "PooledCaller (owns, names, pool_options, pool_key, label) or __contains__")
+        if problems:
+            raise TypeError("CompositeCaller: " + "; ".join(problems))
+        self.members: tuple[ToolCaller, ...] = members
+        # Identifies this composite's subagent pools across processes (it travels with pickles).
+        self.pool_key = f"composite-{uuid.uuid4().hex[:12]}"
+
+    def __repr__(self) -> str:
+        return f"CompositeCaller({', '.join(_label(m, i) for i, m in enumerate(self.members))})"
+
+    def names(self) -> list[str]:
+        """Every tool name the members know of now (MCP members after their ``list_tools``)."""
+        known: set[str] = set()
+        for m in self.members:
+            if isinstance(m, PooledCaller):
+                known.update(m.names())
+        return sorted(known)
+
+    def owns(self, name: str) -> bool:
+        return any(_claims(m, name) for m in self.members)
+
+    @property
+    def label(self) -> str:
+        return f"composite of {', '.join(_label(m, i) for i, m in enumerate(self.members))}"
+
+    def resolve(self, name: str) -> ToolCaller:
+        """The member serving ``name``; ``UnknownTool`` or ``AmbiguousTool`` otherwise."""
+        owners = [(i, m) for i, m in enumerate(self.members) if _claims(m, name)]
+        if not owners:
+            raise UnknownTool(f"no member serves the tool {name!r}; known tools: {', '.join(self.names()) or 'none'}")
+        if len(owners) > 1:
+            who = " and ".join(_label(m, i) for i, m in owners)
+            raise AmbiguousTool(f"the tool {name!r} is served by {who}; give one of them a prefix so every name has one owner")
+        return owners[0][1]
+
+    def interruptible(self, name: str) -> bool:
+        """Whether cancelling ``name`` stops its work (asked of the member that serves it)."""
+        try:
+            member = self.resolve(name)
+        except LookupError:
+            return True  # the call fails at once: nothing runs
+        return member.interruptible(name) if isinstance(member, Interruptible) else True
+
+    def pool_options(self, name: str) -> tuple[int, float]:
+        """``(replicas, num_cpus)`` of the owning member's pool for ``name``."""
+        try:
+            member = self.resolve(name)
+        except LookupError:
+            return 1, 0.0  # the call will report the error; no need for a big pool
+        return member.pool_options(name) if isinstance(member, PooledCaller) else DEFAULT_POOL
+
+    async def list_tools(self) -> list[str]:
+        """Ask members that discover their tools (MCP) to list them; return every known name."""
+        listers = [m.list_tools() for m in self.members if isinstance(m, DiscoversTools)]
+        await asyncio.gather(*listers)
+        return self.names()
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolCallResult:
+        """Forward to the owning member; an unknown or ambiguous name is a tool error saying why."""
+        try:
+            member = self.resolve(name)
+        except UnknownTool:
+            try:
+                await self.list_tools()  # MCP members may not have listed in this process yet
+                member = self.resolve(name)
+            except LookupError as exc:
+                return ToolCallResult.error(str(exc))
+        except AmbiguousTool as exc:
+            return ToolCallResult.error(str(exc))
+        return await member.call_tool(name, arguments)

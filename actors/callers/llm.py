@@ -1,0 +1,320 @@
+"""An LLM subagent: ``LlmCaller`` serves an OpenAI-compatible chat-completions endpoint as tools.
+
+Works with any server that speaks ``POST {base_url}/chat/completions`` (OpenAI, vLLM,
+Ollama, llama.cpp). Base URL, model and key come from arguments or from the environment
+(``SOLOIST_LLM_BASE_URL``, ``SOLOIST_LLM_MODEL``, ``OPENAI_API_KEY``), read where the caller
+is built, so subagents on other nodes need no environment of their own. Each request has a
+timeout; 429, 5xx, timeouts and connection errors are retried with exponential backoff
+(``Retry-After`` honoured, up to ``max_backoff``); other 4xx fail at once. The output
+records the token usage, the attempts and the delays slept; the model's tool calls become
+``execute_tool`` transitions through ``tool_call_transitions``.
+
+Tools (under ``prefix``, default ``"llm."``): ``chat`` (``ChatInput`` -> ``ChatOutput``),
+``classify`` (a code-search task -> type, complexity, keywords) and ``summarise``
+(a run's summary -> a short text); the last two serve ``soloist run --provider``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import os
+import re
+import time
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+from actors.callers.protocol import ToolCallResult
+from actors.exceptions import (
+    LlmBadResponse,
+    LlmConfigError,
+    LlmError,
+    LlmRequestRejected,
+    LlmTimeout,
+    LlmUnavailable,
+)
+from coordinators import TransitionBatch
+
+__all__ = [
+    "LlmConfig", "LlmCaller", "ChatMessage", "ToolSpec", "ChatInput", "ChatOutput", "ToolCallRequest", "Usage",
+    "chat", "tool_call_transitions", "TASK_TYPES",
+]
+
+ENV_BASE_URL, ENV_MODEL, ENV_API_KEY = "SOLOIST_LLM_BASE_URL", "SOLOIST_LLM_MODEL", "OPENAI_API_KEY"
+TASK_TYPES = ("locate_definition", "find_usages", "trace_imports", "explain", "general")
+_RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+
+
+class LlmConfig(BaseModel):
+    """Where and how to call the model. ``api_key`` never appears in reprs or logs."""
+
+    model_config = ConfigDict(frozen=True)
+
+    base_url: str
+    model: str
+    api_key: SecretStr | None = None
+    timeout: float = Field(60.0, gt=0)
+    max_retries: int = Field(3, ge=0)
+    backoff: float = Field(0.5, ge=0)
+    """First retry delay in seconds; doubled on every further attempt."""
+    max_backoff: float = Field(30.0, ge=0)
+
+    @classmethod
+    def from_env(cls, *, base_url: str | None = None, model: str | None = None, api_key: str | None = None,
+                 **options: Any) -> "LlmConfig":
+        """Arguments first, then ``SOLOIST_LLM_BASE_URL``, ``SOLOIST_LLM_MODEL``, ``OPENAI_API_KEY``."""
+        base_url = base_url or os.environ.get(ENV_BASE_URL)
+        model = model or os.environ.get(ENV_MODEL)
+        api_key = api_key or os.environ.get(ENV_API_KEY)
+        missing = [f"{what} (pass {arg}=... or set {env})" for what, arg, env, value in (
+            ("the endpoint's base URL", "base_url", ENV_BASE_URL, base_url),
+            ("the model name", "model", ENV_MODEL, model)) if not value]
+        if missing:
+            raise LlmConfigError("LLM configuration: missing " + "; ".join(missing))
+        if not str(base_url).startswith(("http://", "https://")):
+            raise LlmConfigError(f"LLM configuration: base_url must be http:// or https://, got {base_url!r}")
+        return cls(base_url=str(base_url).rstrip("/"), model=str(model), api_key=api_key, **options)
+
+
+class ChatMessage(BaseModel):
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+
+
+class ToolSpec(BaseModel):
+    """A tool the model may call (sent as an OpenAI ``function`` tool)."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class ChatInput(BaseModel):
+    messages: list[ChatMessage] = Field(min_length=1)
+    tools: list[ToolSpec] = Field(default_factory=list)
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+
+class ToolCallRequest(BaseModel):
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+
+class ChatOutput(BaseModel):
+    """The model's answer, its usage, and how many attempts (and which delays) it took."""
+
+    content: str = ""
+    tool_calls: list[ToolCallRequest] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    model: str = ""
+    finish_reason: str | None = None
+    attempts: int = 1
+    retry_delays: list[float] = Field(default_factory=list)
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta seconds or an HTTP date), or None."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _body(config: LlmConfig, inp: ChatInput) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": config.model, "messages": [m.model_dump(exclude_none=True) for m in inp.messages]}
+    if inp.tools:
+        body["tools"] = [{"type": "function", "function": t.model_dump()} for t in inp.tools]
+    if inp.temperature is not None:
+        body["temperature"] = inp.temperature
+    if inp.max_tokens is not None:
+        body["max_tokens"] = inp.max_tokens
+    return body
+
+
+def _parse(data: Any) -> ChatOutput:
+    try:
+        choice = data["choices"][0]
+        message = choice["message"]
+        calls = []
+        for raw in message.get("tool_calls") or []:
+            fn = raw["function"]
+            args = fn.get("arguments") or "{}"
+            calls.append(ToolCallRequest(id=raw["id"], name=fn["name"], arguments=json.loads(args) if isinstance(args, str) else args))
+        return ChatOutput(content=message.get("content") or "", tool_calls=calls, usage=Usage(**(data.get("usage") or {})),
+                          model=data.get("model", ""), finish_reason=choice.get("finish_reason"))
+    except (KeyError, IndexError, TypeError, ValueError, ValidationError) as exc:
+        raise LlmBadResponse(f"the endpoint's answer is not a chat completion ({type(exc).__name__}: {exc}): {str(data)[:300]}") from None
+
+
+async def chat(config: LlmConfig, inp: ChatInput) -> ChatOutput:
+    """One chat completion, with timeouts and retries; raises an ``LlmError`` when it cannot."""
+    import httpx2 as httpx
+
+    url = f"{config.base_url}/chat/completions"
+    headers = {"Content-Type": "application/json"}
+    if config.api_key is not None:
+        headers["Authorization"] = f"Bearer {config.api_key.get_secret_value()}"
+    body = _body(config, inp)
+    delays: list[float] = []
+    attempts = config.max_retries + 1
+    async with httpx.AsyncClient(timeout=config.timeout) as client:
+        for attempt in range(1, attempts + 1):
+            hint: float | None = None
+            try:
+                response = await client.post(url, json=body, headers=headers)
+            except httpx.TimeoutException:
+                failure: LlmError = LlmTimeout(f"{url} did not answer within {config.timeout}s ({attempt} attempt(s))")
+            except httpx.TransportError as exc:
+                failure = LlmUnavailable(f"{url} is unreachable ({type(exc).__name__}: {exc}; {attempt} attempt(s))")
+            else:
+                if response.status_code < 300:
+                    try:
+                        data = response.json()
+                    except ValueError:
+                        raise LlmBadResponse(f"{url} answered {response.status_code} with non-JSON: {response.text[:300]}") from None
+                    return _parse(data).model_copy(update={"attempts": attempt, "retry_delays": delays})
+                if response.status_code not in _RETRY_STATUSES:
+                    raise LlmRequestRejected(f"{url} refused the request with {response.status_code}: {response.text[:300]}")
+                hint = _retry_after(response.headers.get("retry-after"))
+                failure = LlmUnavailable(f"{url} answered {response.status_code} on all {attempt} attempt(s): {response.text[:300]}")
+            if attempt == attempts:
+                raise failure
+            delay = min(config.max_backoff, hint if hint is not None else config.backoff * 2 ** (attempt - 1))
+            delays.append(delay)
+            await asyncio.sleep(delay)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def tool_call_transitions(output: ChatOutput, batch: TransitionBatch | None = None) -> TransitionBatch:
+    """The assistant message (with its usage) and one ``execute_tool`` per tool call the model made.
+
+    The model's call ids become the pending calls' ids, so the ``tool_result``s answer them.
+    """
+    batch = batch if batch is not None else TransitionBatch()
+    calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in output.tool_calls]
+    batch.add_message({"role": "assistant", "content": output.content,
+                       "metadata": {"tool_calls": calls, "usage": output.usage.model_dump(), "model": output.model}})
+    for call in output.tool_calls:
+        batch.execute_tool(call.name, call.arguments, call_id=call.id)
+    return batch
+
+
+class ClassifyInput(BaseModel):
+    task: str = Field(min_length=1)
+
+
+class SummariseInput(BaseModel):
+    task: str
+    summary: dict[str, Any]
+
+
+_CLASSIFY_PROMPT = (
+    "You classify code-search tasks. Answer with one JSON object and nothing else: "
+    '{"type": one of ' + ", ".join(TASK_TYPES) + ', "complexity": "simple" | "moderate" | "complex", '
+    '"keywords": [at most 8 identifiers or words to grep for, best first]}'
+)
+_SUMMARY_PROMPT = ("You summarise the findings of a code exploration for the user's task in at most 120 words. "
+                   "Cite locations as path:line. Use only the findings given.")
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    match = re.search(r"\{.*\}", text, re.S)
+    if match is None:
+        raise ValueError("no JSON object in the answer")
+    value = json.loads(match.group(0))
+    if not isinstance(value, dict):
+        raise ValueError("the answer is not a JSON object")
+    return value
+
+
+def _classification(text: str) -> dict[str, Any]:
+    value = _json_object(text)
+    kind, complexity, keywords = value.get("type"), value.get("complexity"), value.get("keywords")
+    problems = []
+    if kind not in TASK_TYPES:
+        problems.append(f"type {kind!r} is not one of {', '.join(TASK_TYPES)}")
+    if complexity not in ("simple", "moderate", "complex"):
+        problems.append(f"complexity {complexity!r} is not simple, moderate or complex")
+    if not isinstance(keywords, list) or not all(isinstance(k, str) and k.strip() for k in keywords):
+        problems.append("keywords is not a list of non-empty strings")
+    if problems:
+        raise ValueError("; ".join(problems))
+    return {"type": kind, "complexity": complexity, "keywords": [k.strip() for k in keywords][:8]}
+
+
+class LlmCaller:
+    """A ``ToolCaller`` serving ``{prefix}chat``, ``{prefix}classify`` and ``{prefix}summarise``.
+
+    Endpoint failures (after retries) raise ``LlmError`` (a failed caller); input that does
+    not validate, or a model answer that cannot be used, is a tool error (``is_error``).
+    """
+
+    def __init__(self, config: LlmConfig | None = None, *, prefix: str = "llm.", replicas: int = 1, **env: Any) -> None:
+        self.config = config if config is not None else LlmConfig.from_env(**env)
+        self.prefix = prefix
+        self._replicas = replicas
+        self.pool_key = f"llm-{uuid.uuid4().hex[:12]}"
+
+    @property
+    def label(self) -> str:
+        return f"LLM {self.config.model!r} at {self.config.base_url}"
+
+    def names(self) -> list[str]:
+        return [self.prefix + t for t in ("chat", "classify", "summarise")]
+
+    def owns(self, name: str) -> bool:
+        return name in self.names()
+
+    def pool_options(self, name: str) -> tuple[int, float]:
+        return self._replicas, 0.0
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolCallResult:
+        tool = name[len(self.prefix):] if name.startswith(self.prefix) else None
+        try:
+            if tool == "chat":
+                return ToolCallResult.of_json(await chat(self.config, ChatInput.model_validate(arguments)))
+            if tool == "classify":
+                return await self._classify(ClassifyInput.model_validate(arguments))
+            if tool == "summarise":
+                return await self._summarise(SummariseInput.model_validate(arguments))
+        except ValidationError as exc:
+            return ToolCallResult.error(f"invalid input for {name!r}: {exc}")
+        return ToolCallResult.error(f"unknown LLM tool {name!r}; tools: {', '.join(self.names())}")
+
+    async def _classify(self, inp: ClassifyInput) -> ToolCallResult:
+        out = await chat(self.config, ChatInput(messages=[ChatMessage(role="system", content=_CLASSIFY_PROMPT),
+                                                          ChatMessage(role="user", content=inp.task)], temperature=0))
+        try:
+            task = _classification(out.content)
+        except ValueError as exc:
+            return ToolCallResult.error(f"the model's classification is not usable ({exc}): {out.content[:200]!r}")
+        return ToolCallResult.of_json({**task, "usage": out.usage.model_dump(), "model": out.model})
+
+    async def _summarise(self, inp: SummariseInput) -> ToolCallResult:
+        findings = json.dumps({k: inp.summary.get(k) for k in ("headline", "definitions", "references", "imports")})[:8000]
+        out = await chat(self.config, ChatInput(messages=[
+            ChatMessage(role="system", content=_SUMMARY_PROMPT),
+            ChatMessage(role="user", content=f"Task: {inp.task}\nFindings (JSON): {findings}")], temperature=0))
+        if not out.content.strip():
+            return ToolCallResult.error("the model answered an empty summary")
+        return ToolCallResult.of_json({"text": out.content.strip(), "usage": out.usage.model_dump(), "model": out.model})

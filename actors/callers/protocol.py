@@ -1,0 +1,124 @@
+"""The one dispatch surface every subagent sits behind: ``ToolCaller``.
+
+The shapes mirror MCP's ``tools/call`` result (a list of text blocks and an ``isError``
+flag), so local skills, MCP servers and other orchestrators all answer a handoff the same
+way. A caller must pickle: it is shipped into subagent actors and runs there.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["TextContent", "ToolCallResult", "ToolCaller", "PooledCaller", "DiscoversTools", "Interruptible", "DEFAULT_POOL"]
+
+DEFAULT_POOL: tuple[int, float] = (4, 0.0)
+"""``(replicas, num_cpus)`` of the subagent pool of a caller that is not a ``PooledCaller``."""
+
+
+class TextContent(BaseModel):
+    """One text block of a tool's answer."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ToolCallResult(BaseModel):
+    """What a tool returned: text blocks (JSON, for typed handoffs) and whether it failed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    content: list[TextContent] = Field(default_factory=list)
+    is_error: bool = False
+
+    @classmethod
+    def of_json(cls, value: Any) -> "ToolCallResult":
+        """A successful result carrying ``value`` as JSON (pydantic models dumped in JSON mode)."""
+        if isinstance(value, BaseModel):
+            text = value.model_dump_json()
+        else:
+            text = json.dumps(value)
+        return cls(content=[TextContent(text=text)])
+
+    @classmethod
+    def error(cls, message: str) -> "ToolCallResult":
+        """A tool-reported failure with a message for the caller."""
+        return cls(content=[TextContent(text=message)], is_error=True)
+
+    @property
+    def text(self) -> str:
+        """All text blocks joined: the JSON a typed handoff decodes."""
+        return "".join(block.text for block in self.content)
+
+
+@runtime_checkable
+class ToolCaller(Protocol):
+    """Anything that can run a named tool with JSON arguments.
+
+    Implementations must pickle (they run inside subagent actors on the cluster) and must
+    report tool-level failures as ``ToolCallResult(is_error=True)``; an exception means the
+    caller itself failed (transport, crash) and is reported as such.
+    """
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolCallResult: ...
+
+
+@runtime_checkable
+class PooledCaller(ToolCaller, Protocol):
+    """A ``ToolCaller`` that names and sizes its own subagent pools and says which tools it serves.
+
+    Every caller soloist ships implements it (``SkillRegistry``, ``CompositeCaller``,
+    ``OrchestratorCaller``, ``McpToolCaller``, ``LlmCaller``). A plain ``ToolCaller`` still
+    works: its pools are keyed by a digest of its pickle and sized ``DEFAULT_POOL``, and a
+    ``CompositeCaller`` asks it ``name in caller``.
+    """
+
+    @property
+    def pool_key(self) -> str:
+        """Identifies this caller's subagent pools in every process (it travels with pickles)."""
+        ...
+
+    @property
+    def label(self) -> str:
+        """A short human name for messages (``"nested run 'inner'"``), or ``""`` when the caller has
+        none (a ``CompositeCaller`` then names it by type and position)."""
+        ...
+
+    def pool_options(self, name: str) -> tuple[int, float]:
+        """``(replicas, num_cpus)`` of the subagent pool that serves tool ``name``."""
+        ...
+
+    def owns(self, name: str) -> bool:
+        """Whether this caller serves tool ``name``."""
+        ...
+
+    def names(self) -> list[str]:
+        """The tool names known to be served now (may grow, e.g. after an MCP ``list_tools``)."""
+        ...
+
+
+@runtime_checkable
+class DiscoversTools(Protocol):
+    """A caller that learns its tool names from elsewhere (an MCP server's ``tools/list``)."""
+
+    async def list_tools(self) -> list[Any]:
+        """Ask for the tools now (what is returned depends on the caller); afterwards ``names()``/``owns()`` know them."""
+        ...
+
+
+@runtime_checkable
+class Interruptible(Protocol):
+    """A caller some of whose tools cannot be stopped once started (a skill run in a thread).
+
+    Cancelling or timing out such a tool leaves its body running to its end; its subagent
+    keeps the body's permit until then and the timeout error says so. A caller that does
+    not implement this protocol is taken to stop every tool it is asked to cancel.
+    """
+
+    def interruptible(self, name: str) -> bool:
+        """Whether cancelling a call of tool ``name`` stops its body."""
+        ...

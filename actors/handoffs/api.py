@@ -1,0 +1,273 @@
+"""``handoff`` and ``parallel_handoff``: typed calls to subagents under the cluster-wide cap.
+
+A handoff turns a ``Call``'s input into a JSON-clean dict, sends it to a subagent actor of
+the caller's pool, and decodes the tool's JSON text into ``out_type``. The subagent takes
+the permit of the run's cluster-wide semaphore before the body starts and gives it back
+once the body has returned (``actors.handoffs.pools`` has the safety argument): the requester
+holds no permit, so cancelling, timing out or pausing it never frees a permit early.
+State never travels: the caller builds the input from a snapshot and merges the output
+back with ``apply``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import time
+from collections.abc import Iterable
+from typing import Any, Generic, TypeVar
+
+import ray
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+
+from actors import telemetry
+from actors.callers.protocol import ToolCallResult
+from actors.exceptions import (
+    CallerFailed,
+    DecodingError,
+    EmptySkill,
+    HandoffInputError,
+    NoToolCaller,
+    SubagentLost,
+    ToolReportedError,
+)
+from actors.handoffs.pools import PermitRequest, SubagentReply, pool_for
+from actors.handoffs.settings import HandoffSettings, HandoffTarget
+
+__all__ = ["Call", "Result", "handoff", "parallel_handoff"]
+
+Out = TypeVar("Out")
+
+
+class Call(BaseModel):
+    """One handoff: a skill name and its input (a pydantic model, a dict, or None -> ``{}``).
+
+    ``timeout`` (seconds) bounds the subagent call once its permit is granted; the item then
+    fails with ``TimeoutError``. An async skill is cancelled; a sync skill cannot be stopped
+    in its thread, so it runs to its end and keeps its permit until then (the error says
+    which happened).
+    """
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    skill: str
+    input: Any = None
+    timeout: float | None = None
+
+    def __init__(self, skill: str, input: Any = None, **kwargs: Any) -> None:
+        super().__init__(skill=skill, input=input, **kwargs)
+
+
+class Result(BaseModel, Generic[Out]):
+    """The outcome of ``calls[index]``: ``output`` on success, else ``error``."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    index: int
+    output: Any = None
+    error: BaseException | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def _arguments(call: Call) -> dict[str, Any]:
+    """The call's input as a JSON-clean dict (a private copy)."""
+    value = call.input
+    if value is None:
+        return {}
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    elif not isinstance(value, dict):
+        raise HandoffInputError(
+            call.skill, f"handoff {call.skill!r}: input must be a pydantic model, a dict or None, got {type(value).__name__}"
+        )
+    try:
+        clean = json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise HandoffInputError(call.skill, f"handoff {call.skill!r}: input is not JSON-clean: {exc}") from exc
+    if not isinstance(clean, dict):
+        raise HandoffInputError(call.skill, f"handoff {call.skill!r}: input must serialise to a JSON object, got {type(clean).__name__}")
+    return clean
+
+
+@functools.lru_cache(maxsize=256)
+def _adapter(out_type: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(out_type)
+
+
+def _type_name(out_type: Any) -> str:
+    return getattr(out_type, "__name__", repr(out_type))
+
+
+def _empty_value(skill: str, out_type: Any) -> Any:
+    """``out_type``'s empty value for a blank or ``null`` output, where it has one."""
+    adapter = _adapter(out_type)
+    for candidate in (None, {}, [], ""):
+        try:
+            return adapter.validate_python(candidate)
+        except ValidationError:
+            continue
+    raise DecodingError(skill, f"handoff {skill!r}: decoding output: the tool returned nothing and {_type_name(out_type)} has no empty value")
+
+
+def _decode(skill: str, result: ToolCallResult, out_type: Any) -> Any:
+    if result.is_error:
+        raise ToolReportedError(skill, f"handoff {skill!r}: the tool reported an error: {result.text}")
+    text = result.text.strip()
+    if text in ("", "null"):
+        return _empty_value(skill, out_type)
+    try:
+        return _adapter(out_type).validate_json(text)
+    except ValidationError as exc:
+        raise DecodingError(skill, f"handoff {skill!r}: decoding output as {_type_name(out_type)} failed: {exc}") from exc
+
+
+def _timed_out(skill: str, timeout: float | None, reply: SubagentReply) -> TimeoutError:
+    if reply.stopped:
+        return TimeoutError(f"handoff {skill!r} timed out after {timeout}s; the subagent's work was cancelled")
+    return TimeoutError(
+        f"handoff {skill!r} timed out after {timeout}s; the skill is synchronous and cannot be interrupted: "
+        "it runs to its end in its subagent, which keeps its permit until it returns"
+    )
+
+
+async def _call_subagent(
+    caller: Any, skill: str, arguments: dict[str, Any], permit: PermitRequest, orchestrator: str
+) -> ToolCallResult:
+    pool = pool_for(caller, skill)
+    slot, actor = pool.pick()
+    ref = actor.handoff_call.remote(skill, arguments, telemetry.current_carrier(), permit)
+    outcome, node = "error", ""
+    try:
+        reply: SubagentReply = await ref
+        node = reply.node
+        telemetry.record_semaphore_wait(orchestrator, reply.waited_s)
+        if reply.timed_out:
+            outcome = "cancelled"
+            raise _timed_out(skill, permit.timeout, reply)
+        assert reply.result is not None
+        outcome = "tool_error" if reply.result.is_error else "ok"
+        return reply.result
+    except ray.exceptions.RayTaskError as exc:
+        # First: Ray's error for a caller that raised TimeoutError also *is* a TimeoutError.
+        cause = exc.cause if isinstance(exc.cause, BaseException) else exc
+        raise CallerFailed(skill, f"handoff {skill!r}: the caller failed: {type(cause).__name__}: {cause}") from cause
+    except asyncio.CancelledError:
+        # The subagent cancels the body; its permit is given back when the body has returned
+        # (for a sync skill: when its thread does, see ``Interruptible``).
+        outcome = "cancelled"
+        ray.cancel(ref)
+        raise
+    except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError, ray.exceptions.NodeDiedError) as exc:
+        pool.forget(slot, actor)
+        raise SubagentLost(skill, f"handoff {skill!r}: the subagent serving it was lost ({type(exc).__name__}); retry the call") from exc
+    finally:
+        telemetry.record_subagent_call(orchestrator, skill, node, outcome)
+
+
+async def _dispatch(run: HandoffSettings, call: Call, out_type: Any, *, limit: int, timeout: float | None) -> Any:
+    """One handoff, start to finish: check, permit, subagent call, decode."""
+    if not isinstance(call, Call):
+        raise TypeError(f"handoff takes a Call, got {type(call).__name__}")
+    skill = call.skill
+    if not skill or not skill.strip():
+        raise EmptySkill("", "handoff: empty skill name; set Call.skill to the name of a registered skill")
+    caller = run.caller
+    if caller is None:
+        raise NoToolCaller(skill, f"handoff {skill!r}: the orchestrator has no ToolCaller; pass caller=... to Orchestrator(...)")
+    arguments = _arguments(call)
+    timeout = call.timeout if call.timeout is not None else timeout
+    logger = run.logger
+    started = time.perf_counter()
+    error: BaseException | None = None
+    permit = PermitRequest(scope=run.semaphore_scope, limit=limit, timeout=timeout)
+    with telemetry.handoff_span(run.tracer, skill) as span:
+        try:
+            with telemetry.in_flight(run.name):
+                result = await _call_subagent(caller, skill, arguments, permit, run.name)
+            return _decode(skill, result, out_type)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            telemetry.mark_handoff(span, error)
+            telemetry.record_handoff(run.name, skill, error, time.perf_counter() - started)
+            if error is not None and not isinstance(error, asyncio.CancelledError):
+                logger.warning(
+                    "handoff %s failed after %.3fs: %s", skill, time.perf_counter() - started, error,
+                    extra={"skill": skill},
+                )
+
+
+def _check_orchestrator(orch: Any) -> None:
+    if not isinstance(orch, HandoffTarget):
+        raise TypeError(f"handoffs need an Orchestrator, got {type(orch).__name__}")
+
+
+# ------------------------------------------------------------------ public
+
+
+async def handoff(orch: HandoffTarget, call: Call, out_type: type[Out], *, timeout: float | None = None) -> Out:
+    """Run one call in a subagent and return its output as an ``out_type`` instance.
+
+    Raises ``EmptySkill``, ``HandoffInputError``, ``NoToolCaller``, ``CallerFailed`` (cause
+    chained; ``SubagentLost`` when the actor died), ``ToolReportedError`` or
+    ``DecodingError``, each naming the skill; ``TimeoutError`` after ``timeout``.
+    """
+    _check_orchestrator(orch)
+    run = orch.handoff_settings()
+    return await _dispatch(run, call, out_type, limit=run.max_parallel, timeout=timeout)
+
+
+async def parallel_handoff(
+    orch: HandoffTarget, calls: Iterable[Call], out_type: type[Out], *, timeout: float | None = None
+) -> list[Result[Out]]:
+    """Run every call, at most the run's cap in flight across the whole cluster.
+
+    ``results[i]`` is the outcome of ``calls[i]``; a failed item carries its exception in
+    ``Result.error`` and never fails the batch. Cancelling the awaiting task cancels the
+    subagents' in-flight work and starts nothing new; each permit is freed by its subagent
+    once its body has stopped (a synchronous body: once its thread has returned).
+    """
+    _check_orchestrator(orch)
+    calls = list(calls)
+    if not calls:
+        return []
+    await orch.refresh_max_parallel()
+    run = orch.handoff_settings()
+    cap, requested = run.max_parallel, run.requested_max_parallel
+    if requested > cap:
+        run.logger.warning(
+            "max_parallel %d is above the hard ceiling; clamped to %d for this parallel handoff", requested, cap,
+            extra={"skill": ",".join(sorted({c.skill for c in calls if isinstance(c, Call)}))},
+        )
+    results: list[Result[Out] | None] = [None] * len(calls)
+    pending = iter(enumerate(calls))
+
+    async def worker() -> None:
+        for index, call in pending:
+            try:
+                output = await _dispatch(run, call, out_type, limit=cap, timeout=timeout)
+            except Exception as exc:
+                results[index] = Result(index=index, error=exc)
+            else:
+                results[index] = Result(index=index, output=output)
+
+    with telemetry.parallel_span(run.tracer, len(calls), cap) as span:
+        workers = [asyncio.ensure_future(worker()) for _ in range(min(cap, len(calls)))]
+        try:
+            await asyncio.gather(*workers)
+        except BaseException:
+            for w in workers:
+                w.cancel()
+            await asyncio.wait(workers)  # every subagent call cancelled; permits follow their bodies
+            raise
+        telemetry.mark_error(span, sum(1 for r in results if r is not None and r.error is not None))
+    telemetry.batch_finished()
+    return [r for r in results if r is not None]

@@ -1,0 +1,301 @@
+"""Stateless subagent actors and the per-skill pools that spread them over the cluster.
+
+A subagent holds a pickled ``ToolCaller`` and nothing else: no state, no handle to any
+orchestrator, not even the run's name. It receives a tool name, JSON arguments derived
+from a snapshot and a ``PermitRequest`` (the scope's id, the cap, the call's timeout), and
+returns a ``SubagentReply``. Pools are named actors in the ``soloist`` namespace, so every
+process handing off for the same caller shares them; a replica that died is replaced on
+the next call that needs it.
+
+The permit follows the work (the safety argument of the cap): the replica that runs a
+skill body takes the permit itself, as a lease *guarded* by its own actor, right before the
+body starts, and gives it back from the body's own completion, never earlier:
+  - a requester that is cancelled, times out or is paused holds no permit, so it neither
+    grows the cap nor blocks it past the end of its work;
+  - a body that cannot be interrupted (a synchronous skill in a thread) keeps its permit
+    until it returns; the timeout error says so;
+  - a replica that is paused keeps its permits (its bodies are paused with it and go on
+    when it resumes); a replica that dies or is restarted loses them, on Ray's verdict.
+So the number of bodies executing never exceeds the number of leases held, which the
+semaphore bounds by the cap, whatever is cancelled, timed out, paused or killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import logging
+import threading
+import time
+from typing import Any
+
+import cloudpickle
+import ray
+from pydantic import BaseModel, ConfigDict
+
+from actors.agents.managed import AgentConfig
+from actors.callers.protocol import DEFAULT_POOL, Interruptible, PooledCaller, ToolCallResult
+from actors.handoffs._permits import drop_permits, permits_for
+from actors.telemetry import subagent_call, subagent_span
+from cluster.connect import SOLOIST_NAMESPACE
+from cluster.exceptions import SemaphoreUnavailable
+from cluster.process import Table, WeakIdMap, process_registry
+from cluster.semaphore import held_by_this_process
+
+__all__ = [
+    "SubagentActor", "SubagentPool", "pool_for", "PoolStatistics", "create_replica", "track", "untrack",
+    "PermitRequest", "SubagentReply", "interruptible",
+]
+
+_log = logging.getLogger(__name__)
+
+
+class PermitRequest(BaseModel):
+    """What a replica needs to admit one body: the semaphore scope, the cap, the timeout."""
+
+    model_config = ConfigDict(frozen=True)
+
+    scope: str
+    limit: int
+    timeout: float | None = None
+
+
+class SubagentReply(BaseModel):
+    """A handoff call's answer: the tool's result, or that it timed out (and whether its body
+    was stopped or runs on, holding its permit until it returns)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    result: ToolCallResult | None = None
+    timed_out: bool = False
+    stopped: bool = True
+    waited_s: float = 0.0
+    node: str = ""
+
+
+def interruptible(caller: Any, name: str) -> bool:
+    """Whether cancelling ``caller``'s tool ``name`` stops its work: True unless the caller
+    is ``Interruptible`` and says otherwise (a registry's sync skills say False)."""
+    return caller.interruptible(name) if isinstance(caller, Interruptible) else True
+
+
+class SubagentActor:
+    """Runs tool calls for one caller. Stateless: any replica can serve any call."""
+
+    def __init__(self, caller: Any, skill: str) -> None:
+        self._caller = caller
+        self._skill = skill
+        # Bodies whose requester stopped waiting (timeout) but that still run: kept
+        # referenced until they return and give their permit back.
+        self._orphans: set[asyncio.Future[Any]] = set()
+
+    async def handoff_call(
+        self, name: str, arguments: dict[str, Any], trace_context: dict[str, str] | None, permit: PermitRequest
+    ) -> SubagentReply:
+        """Take a permit of ``permit.scope``, run the tool, give the permit back once the
+        body has returned (see the module docstring)."""
+        me = ray.get_runtime_context().current_actor
+        permits = permits_for(permit.scope, me)
+        started = time.perf_counter()
+        try:
+            lease = await permits.take(permit.limit)
+        except SemaphoreUnavailable:
+            drop_permits(permit.scope, permits)  # the scope was closed (or re-created): look again once
+            permits = permits_for(permit.scope, me)
+            lease = await permits.take(permit.limit)
+        waited = time.perf_counter() - started
+        work = asyncio.ensure_future(self._run_tool(name, arguments, trace_context))
+
+        def body_returned(fut: asyncio.Future[Any]) -> None:
+            self._orphans.discard(fut)
+            permits.give_back(lease, reuse=not fut.cancelled() and fut.exception() is None)
+
+        work.add_done_callback(body_returned)
+        try:
+            # asyncio.wait, not wait_for: a tool that itself raises TimeoutError is its own failure.
+            await asyncio.wait({work}, timeout=permit.timeout)
+        except asyncio.CancelledError:
+            work.cancel()  # the body's own completion gives the permit back
+            self._orphans.add(work)
+            raise
+        if not work.done():
+            work.cancel()
+            self._orphans.add(work)
+            return SubagentReply(timed_out=True, stopped=interruptible(self._caller, name), waited_s=waited, node=_node())
+        return SubagentReply(result=work.result(), waited_s=waited, node=_node())
+
+    async def holds_leases(self, lease_ids: list[str]) -> list[bool]:
+        """The semaphore's probe: which of these leases this process still holds."""
+        return held_by_this_process(lease_ids)
+
+    async def call(
+        self, name: str, arguments: dict[str, Any], trace_context: dict[str, str] | None = None, orchestrator: str = ""
+    ) -> ToolCallResult:
+        """Run a tool now, outside any cap (benchmarks and tools that drive replicas
+        directly); handoffs use ``handoff_call``."""
+        # The caller's trace context (so the skill's spans nest under its handoff) and the
+        # per-node call count, pushed to the metrics collector by a background thread.
+        with subagent_call(name, trace_context, orchestrator) as outcome:
+            result = await self._caller.call_tool(name, arguments)
+            outcome.tool_error = bool(getattr(result, "is_error", False) or (isinstance(result, dict) and result.get("is_error")))
+        return _as_result(result)
+
+    async def _run_tool(self, name: str, arguments: dict[str, Any], trace_context: dict[str, str] | None) -> ToolCallResult:
+        with subagent_span(name, trace_context):  # the skill's spans nest under its handoff
+            result = await self._caller.call_tool(name, arguments)
+        return _as_result(result)
+
+    async def node_id(self) -> str:
+        return _node()
+
+    async def ping(self) -> bool:
+        return True
+
+
+def _as_result(result: Any) -> ToolCallResult:
+    if isinstance(result, ToolCallResult):
+        return result
+    return ToolCallResult.model_validate(result if isinstance(result, dict) else result.model_dump())
+
+
+def _node() -> str:
+    return ray.get_runtime_context().get_node_id()
+
+
+_RemoteSubagent = ray.remote(SubagentActor)
+
+
+def create_replica(caller: Any, skill: str, *, name: str, num_cpus: float) -> Any:
+    """The named subagent actor ``name`` (joined if it is alive, created otherwise)."""
+    return _RemoteSubagent.options(
+        name=name,
+        namespace=SOLOIST_NAMESPACE,
+        get_if_exists=True,
+        num_cpus=num_cpus,
+        scheduling_strategy="SPREAD",
+        max_restarts=-1,  # a killed replica comes back for the next call...
+        max_task_retries=0,  # ...but the call it was serving fails: no silent re-execution
+        max_concurrency=64,
+    ).remote(caller, skill)
+
+
+class PoolStatistics(BaseModel):
+    """How a pool is doing, as seen from this process."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    replicas: int
+    calls: int
+    replaced: int
+
+
+class SubagentPool:
+    """Round-robin over ``replicas`` named subagent actors of one (caller, skill)."""
+
+    def __init__(self, caller: Any, skill: str, *, key: str, replicas: int, num_cpus: float) -> None:
+        self._caller = caller
+        self._skill = skill
+        self._name = f"soloist:sub:{key}:{skill}"
+        self._key = key
+        self._replicas = replicas
+        self._num_cpus = num_cpus
+        # One handle per replica slot; a slot whose actor died is re-created lazily.
+        self._handles: list[Any | None] = [None] * replicas
+        self._next = itertools.count()
+        self._lock = threading.Lock()
+        self._calls = 0
+        self._replaced = 0
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def _slot_handle(self, slot: int) -> Any:
+        handle = self._handles[slot]
+        if handle is None:
+            handle = create_replica(self._caller, self._skill, name=f"{self._name}:{slot}", num_cpus=self._num_cpus)
+            self._handles[slot] = handle
+            self._report(slot, handle, None)  # once per (re-)creation: off the per-call path
+        return handle
+
+    def _report(self, slot: int, handle: Any, error: str | None) -> None:
+        """Tell every run that tracks this pool's caller that a replica was created or lost."""
+        agent_id = f"{self._name}:{slot}"
+        config = AgentConfig(skill=self._skill, replicas=self._replicas, slot=slot, actor_name=agent_id,
+                             num_cpus=self._num_cpus)
+        for orchestrator in _trackers_of(self._key):
+            # Fire and forget: the orchestrator persists, then publishes, in arrival order.
+            if error is None:
+                orchestrator.agent_created.remote(agent_id, "subagent", config, handle)
+            else:
+                orchestrator.agent_changed.remote(agent_id, "error", error)
+
+    def pick(self) -> tuple[int, Any]:
+        """The next replica, round robin."""
+        with self._lock:
+            slot = next(self._next) % self._replicas
+            self._calls += 1
+            return slot, self._slot_handle(slot)
+
+    def forget(self, slot: int, handle: Any) -> None:
+        """Drop a replica whose actor is gone, so the next pick re-creates it."""
+        with self._lock:
+            if self._handles[slot] is handle:
+                self._handles[slot] = None
+                self._replaced += 1
+                self._report(slot, handle, "the subagent actor was lost; it is replaced on the next call")
+                _log.warning("subagent %s:%d is gone; it will be replaced", self._name, slot, extra={"component": "subagent", "skill": self._skill})
+
+    def handles(self) -> list[Any]:
+        with self._lock:
+            return [self._slot_handle(i) for i in range(self._replicas)]
+
+    def statistics(self) -> PoolStatistics:
+        return PoolStatistics(name=self._name, replicas=self._replicas, calls=self._calls, replaced=self._replaced)
+
+
+# Every table below lives in the per-process registry (see ``cluster.process``).
+# (caller key, skill) -> pool, per Ray session: handles of a previous ``ray.init`` are useless.
+_POOLS: Table[tuple[str, str], SubagentPool] = process_registry().table("handoffs.subagent_pools", per_session=True)
+# (caller key, run name) -> orchestrator actor: the runs whose managed-agent records follow
+# the replicas this process creates for that caller.
+_TRACKERS: Table[tuple[str, str], Any] = process_registry().table("handoffs.pool_trackers")
+# Keys of callers that are not ``PooledCaller``s (a digest of their pickle), weakly held.
+_CALLER_KEYS: WeakIdMap[str] = process_registry().weak_id_map("handoffs.caller_keys")
+
+
+def _caller_key(caller: Any) -> str:
+    if isinstance(caller, PooledCaller):
+        return caller.pool_key
+    key = _CALLER_KEYS.get(caller)
+    if key is None:
+        key = f"caller-{hashlib.sha1(cloudpickle.dumps(caller)).hexdigest()[:12]}"
+        _CALLER_KEYS.put(caller, key)
+    return key
+
+
+def track(caller: Any, run: str, orchestrator_actor: Any) -> None:
+    """Record the pool replicas created in this process for ``caller`` as agents of ``run``."""
+    _TRACKERS.put((_caller_key(caller), run), orchestrator_actor)
+
+
+def untrack(run: str) -> None:
+    """Stop reporting replicas to ``run`` (it was closed)."""
+    _TRACKERS.pop_where(lambda key: key[1] == run)
+
+
+def _trackers_of(key: str) -> list[Any]:
+    return _TRACKERS.select(lambda k: k[0] == key)
+
+
+def pool_for(caller: Any, skill: str) -> SubagentPool:
+    """The (process-wide) pool that serves ``skill`` for ``caller``."""
+    key = _caller_key(caller)
+
+    def create() -> SubagentPool:
+        replicas, num_cpus = caller.pool_options(skill) if isinstance(caller, PooledCaller) else DEFAULT_POOL
+        return SubagentPool(caller, skill, key=key, replicas=replicas, num_cpus=num_cpus)
+
+    return _POOLS.get_or_create((key, skill), create)

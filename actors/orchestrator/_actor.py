@@ -1,0 +1,565 @@
+"""The orchestrator actor: the single writer of one run's state.
+
+This module holds the Ray actor class behind the typed ``Orchestrator`` facade. It is an
+*async* actor on purpose: reads (``snapshot``, ``version``, ``context``, ``changes``) run on
+the event loop against the last committed state and never take the write lock, while
+writes are serialised by one ``asyncio.Lock``. ``apply(fn)`` runs ``fn`` on a private deep
+copy in a worker thread, so a slow ``fn`` never holds up readers: they see the previous
+version until the new one is committed. Committed state objects are never mutated again
+(copy-on-write), which is what makes handing them to Ray's serializer without a lock safe.
+
+Durability (with a store): every write is journalled under a request id before it becomes
+visible. ``sync`` keeps the write lock until the journal entry is fsynced; ``batch``
+releases the lock once the entry is queued, so concurrent writers share one fsync (group
+commit) while each caller is still acknowledged only after its entry is durable; ``exit``
+keeps the journal in memory until ``close``. Readers only ever see durable versions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import hmac
+import inspect
+import logging
+import os
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Awaitable, Callable
+
+from pydantic import BaseModel
+
+from actors import telemetry
+from actors.agents.registry import AgentRegistry
+from actors.exceptions import HistoryCompacted, OrchestratorClosed, VersionConflict, WriteRefused
+from actors.orchestrator._change_log import ChangeLog
+from actors.orchestrator._history import read_history, retention_floor, state_at
+from actors.orchestrator._json_clean import json_round_trip
+from actors.orchestrator._recovery import journal_entry, restore_or_create
+from actors.orchestrator.changes import Change, ChangeKind
+from actors.orchestrator.spec import OrchestratorStatistics, RunSpec
+from cluster.connect import actor_was_restarted
+from coordinators import AgentState, ContextSnapshot, StateTransition, reduce
+
+__all__ = ["OrchestratorActor"]
+
+_REQUEST_MEMORY = 50_000  # request id -> version, most recent first, for exactly-once
+
+
+class OrchestratorActor:
+    """Owns one run's state. Created only through ``actors.Orchestrator``."""
+
+    def __init__(self, spec: RunSpec) -> None:
+        self._spec = spec
+        self._name = spec.name
+        self._token = spec.token
+        self._log = logging.LoggerAdapter(
+            logging.getLogger(spec.logger_name),
+            {"component": "agent-orchestrator", "orchestrator": spec.display_name},
+        )
+        # Writers queue here; readers never touch it.
+        self._write_lock = asyncio.Lock()
+        # fn runs here: one thread, so a user fn never runs concurrently with another.
+        self._fn_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="soloist-apply")
+        # Store I/O that is not a journal append (checkpoints, compaction) runs here.
+        self._io_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="soloist-io")
+        # (version, state) last made visible: durable, never mutated again.
+        self._committed: tuple[int, BaseModel] = (0, spec.initial)
+        # (version, state) the next write builds on; ahead of _committed only in batch mode.
+        self._head: tuple[int, BaseModel] = (0, spec.initial)
+        # Acknowledged out of order in batch mode; published strictly in version order.
+        self._acked: dict[int, tuple[BaseModel, Change]] = {}
+        self._requests: collections.OrderedDict[str, int] = collections.OrderedDict()
+        self._log_of_changes = ChangeLog(spec.display_name)
+        self._context_cache: tuple[int, ContextSnapshot] | None = None
+        self._max_parallel_requested = spec.max_parallel
+        self._closed = False
+        self._checkpoint_task: asyncio.Task[None] | None = None
+        self._last_checkpoint = 0
+        self._stats: dict[str, int] = collections.Counter()
+        self._store = spec.open_store()
+        self._restarted = actor_was_restarted()
+        if self._store is not None:
+            version, state, requests, changes = restore_or_create(self._store, spec)
+            self._committed = self._head = (version, state)
+            self._last_checkpoint = version - len(changes)
+            for request_id, v in requests:
+                self._remember(request_id, v)
+            for change in changes:
+                self._log_of_changes.append(change)
+        # The run's managed agents (subagent and coordinator actors); stored records are
+        # loaded (and validated) now, their actors re-created lazily on first use.
+        self._agents = AgentRegistry(
+            self._name, store=self._store, publish=self._publish_agent, io=self._run_io, caller=spec.caller, log=self._log
+        )
+        # version -> the store future of a staged (not yet durable) write; lets a retried
+        # request id wait for durability instead of being acknowledged early (batch mode).
+        self._staged: dict[int, Future[None]] = {}
+        # apply(fn) writes waiting for the drainer, in arrival order (see _drain_fn_writes).
+        self._fn_queue: collections.deque[_FnWrite] = collections.deque()
+        self._fn_drainer: asyncio.Task[None] | None = None
+        self._settling: set[asyncio.Task[None]] = set()  # batch-mode acknowledgements in flight
+        if self._restarted:
+            self._log.warning("orchestrator restarted; resumed at version %d", self._committed[0])
+        telemetry.actor_started(spec.display_name, self._committed[0])
+
+    # ------------------------------------------------------------------ reads
+
+    async def version(self) -> int:
+        return self._committed[0]
+
+    async def snapshot(self) -> tuple[int, BaseModel]:
+        # Safe without a copy: committed states are immutable by construction, and Ray
+        # serialises the return value, so the caller always receives its own deep copy.
+        return self._committed
+
+    async def context(self) -> ContextSnapshot:
+        version, state = self._committed
+        if not isinstance(state, AgentState):
+            raise TypeError(
+                f"context() needs a state that is an AgentState (or a subclass); this orchestrator holds {type(state).__name__}. "
+                "Use snapshot() instead."
+            )
+        cached = self._context_cache
+        if cached is None or cached[0] != version:
+            cached = (version, ContextSnapshot.of(state, version=version))
+            self._context_cache = cached
+        return cached[1]
+
+    async def changes(self, after_seq: int | None, since_version: int, timeout: float) -> list[Change]:
+        """Committed events after ``after_seq`` (or after version ``since_version`` on the
+        first poll), waiting up to ``timeout`` seconds for one to arrive."""
+        return await self._log_of_changes.read(after_seq, since_version, self._committed[0], timeout)
+
+    async def max_parallel(self) -> int:
+        return self._max_parallel_requested
+
+    async def history(self, since: int, until: int | None) -> list[Change]:
+        """Committed changes with ``since < version <= until`` (until None: the last committed)."""
+        committed = self._committed[0]
+        until = committed if until is None else until
+        if until > committed:
+            raise ValueError(f"history(until={until}): run {self._spec.display_name!r} is at version {committed}")
+        if since >= until:
+            return []
+        if self._store is None:
+            return self._history_in_memory(since, until)
+        store, name = self._store, self._name
+        return await self._run_io(lambda: read_history(store, name, since, until))
+
+    def _history_in_memory(self, since: int, until: int) -> list[Change]:
+        """A run without a store: the changes still held by the in-memory change log."""
+        kept = [c.model_copy(update={"seq": 0}) for c in self._log_of_changes.retained() if c.kind != "agent_state"]
+        earliest = kept[0].version - 1 if kept else self._committed[0]
+        if since < earliest:
+            raise HistoryCompacted(self._spec.display_name, since, earliest)
+        return [c for c in kept if since < c.version <= until]
+
+    async def state_at(self, version: int) -> BaseModel:
+        """The state exactly as committed at ``version``."""
+        committed, state = self._committed
+        if version > committed:
+            raise ValueError(f"version {version} of run {self._spec.display_name!r} is not committed (it is at {committed})")
+        if version == committed:
+            return state
+        if self._store is None:
+            raise HistoryCompacted(self._spec.display_name, version, committed)
+        store, name, state_type = self._store, self._name, type(state)
+        return await self._run_io(lambda: state_at(store, name, state_type, version))
+
+    async def mark_run(self, token: str, facts: dict[str, Any]) -> None:
+        """Record facts about the run in its store entry (e.g. ``status`` for ``soloist gc``)."""
+        self._check_token(token)
+        if self._store is not None:
+            store, name = self._store, self._name
+            await self._run_io(lambda: store.update_run_metadata(name, facts))
+
+    async def describe(self) -> dict[str, Any]:
+        """What another handle needs to work with this run (never the token)."""
+        return {
+            "name": self._name,
+            "max_parallel": self._max_parallel_requested,
+            "semaphore_scope": self._spec.semaphore_scope,
+            "caller": self._spec.caller,
+            "state_type": type(self._committed[1]),
+            "checkpoint_every": self._spec.checkpoint_every,
+            "keep_versions": self._spec.keep_versions,
+            "keep_days": self._spec.keep_days,
+        }
+
+    async def statistics(self) -> OrchestratorStatistics:
+        return OrchestratorStatistics(
+            name=self._spec.display_name,
+            version=self._committed[0],
+            state_type=f"{type(self._committed[1]).__module__}.{type(self._committed[1]).__qualname__}",
+            durability=self._spec.durability,
+            store=self._spec.store_path,
+            applies=self._stats["applies"],
+            apply_errors=self._stats["apply_errors"],
+            conflicts=self._stats["conflicts"],
+            duplicate_requests=self._stats["duplicates"],
+            refused_writes=self._stats["refused"],
+            max_parallel=self._max_parallel_requested,
+            restarted=self._restarted,
+            pid=os.getpid(),
+        )
+
+    # ----------------------------------------------------------------- writes
+
+    @telemetry.measured_apply
+    async def apply_fn(self, token: str, request_id: str, fn: Callable[[Any], Any]) -> int:
+        self._check_writable(token)
+        loop = asyncio.get_running_loop()
+        write = _FnWrite(request_id, fn, loop.create_future())
+        self._fn_queue.append(write)
+        if self._fn_drainer is None or self._fn_drainer.done():
+            self._fn_drainer = loop.create_task(self._drain_fn_writes())
+        return await write.done
+
+    async def _drain_fn_writes(self) -> None:
+        """Run queued ``apply(fn)`` writes in groups: one thread hop per group, one version per fn.
+
+        Pipelined writers would otherwise pay a hop to the fn thread and back each, one at a
+        time behind the write lock. Each ``fn`` still runs on its own deep copy of the state
+        left by the one before it, is validated, journalled and acknowledged on its own; a
+        failing ``fn`` fails only its caller.
+        """
+        loop = asyncio.get_running_loop()
+        while self._fn_queue:
+            settle: list[tuple[_FnWrite, Any]] = []
+            async with self._write_lock:
+                group = [self._fn_queue.popleft() for _ in range(min(len(self._fn_queue), _FN_GROUP))]
+                fresh: list[_FnWrite] = []
+                for write in group:
+                    if self._closed:
+                        _resolve(write.done, error=OrchestratorClosed(f"orchestrator {self._spec.display_name!r} is closed"))
+                        continue
+                    recorded = self._recorded(write.request_id)
+                    if recorded is not None or any(w.request_id == write.request_id for w in fresh):
+                        settle.append((write, recorded))  # a retry: answered with the original's version
+                        continue
+                    fresh.append(write)
+                outcomes = await loop.run_in_executor(self._fn_executor, _run_fns, [w.fn for w in fresh], self._head[1])
+                previous = self._head[1]
+                for write, outcome in zip(fresh, outcomes):
+                    if isinstance(outcome, BaseException):
+                        self._stats["apply_errors"] += 1
+                        _resolve(write.done, error=outcome)
+                        continue
+                    settle.append((write, self._stage(outcome, "fn", None, write.request_id, previous)))
+                    previous = outcome
+                if self._spec.durability != "batch":
+                    await self._settle_fn_writes(settle)
+            if self._spec.durability == "batch":  # acknowledged after the group commit; the next group goes on
+                task = loop.create_task(self._settle_fn_writes(settle))
+                self._settling.add(task)
+                task.add_done_callback(self._settling.discard)
+
+    async def _settle_fn_writes(self, settle: list[tuple["_FnWrite", Any]]) -> None:
+        """Acknowledge each staged write once durable (retries: once the original is)."""
+        for write, ack in settle:
+            try:
+                if ack is None or isinstance(ack, int):
+                    version = ack if ack is not None else self._requests.get(write.request_id)
+                    if version is None:
+                        raise RuntimeError(
+                            f"request {write.request_id!r} was sent twice at once and its first copy failed; "
+                            "nothing was applied for it - retry with a new request id"
+                        )
+                    version = await self._durable_version(version)
+                else:
+                    await self._await_durable(ack)
+                    version = ack[0]
+            except BaseException as exc:
+                _resolve(write.done, error=exc)
+            else:
+                _resolve(write.done, result=version)
+
+    @telemetry.measured_apply
+    async def apply_batch(
+        self, token: str, request_id: str, transitions: tuple[StateTransition, ...], expected_version: int | None
+    ) -> int:
+        async def compute(base_version: int, base: BaseModel) -> BaseModel:
+            if expected_version is not None and expected_version != base_version:
+                self._stats["conflicts"] += 1
+                raise VersionConflict(expected_version, base_version)
+            if not isinstance(base, AgentState):
+                raise TypeError(
+                    f"apply_batch needs a state that is an AgentState (or a subclass); this orchestrator holds "
+                    f"{type(base).__name__}. Use apply(fn) instead."
+                )
+            return reduce(base, transitions)
+
+        return await self._write(token, request_id, "batch", transitions, compute)
+
+    async def _write(
+        self,
+        token: str,
+        request_id: str,
+        kind: ChangeKind,
+        transitions: tuple[StateTransition, ...] | None,
+        compute: Callable[[int, BaseModel], Awaitable[BaseModel]],
+    ) -> int:
+        """One serialised write: dedupe by request id, compute on the head, stage, make durable.
+
+        ``sync``/``exit`` hold the write lock until the entry is durable; ``batch`` releases
+        it once the entry is queued, so the next writer's entry joins the same fsync.
+        """
+        self._check_writable(token)
+        async with self._write_lock:
+            recorded = self._recorded(request_id)
+            if recorded is not None:
+                return await self._durable_version(recorded)
+            base_version, base = self._head
+            try:
+                new_state = await compute(base_version, base)
+            except VersionConflict:
+                raise
+            except BaseException:
+                self._stats["apply_errors"] += 1
+                raise
+            ack = self._stage(new_state, kind, transitions, request_id, base)
+            if self._spec.durability != "batch":
+                await self._await_durable(ack)
+        if self._spec.durability == "batch":
+            await self._await_durable(ack)
+        return ack[0]
+
+    async def set_max_parallel(self, token: str, n: int) -> int:
+        self._check_writable(token)
+        self._max_parallel_requested = n
+        return n
+
+    async def close(self, token: str) -> None:
+        self._check_token(token)
+        if self._closed:
+            return
+        async with self._write_lock:
+            await self._agents.close_all()  # recorded (and published) while the store is open
+            self._closed = True
+            self._log_of_changes.close()
+            if self._checkpoint_task is not None:
+                await self._checkpoint_task
+            if self._store is not None:
+                try:
+                    await self._run_io(self._final_checkpoint)
+                finally:
+                    await self._run_io(self._store.close)
+        self._fn_executor.shutdown(wait=False)
+        self._io_executor.shutdown(wait=False)
+        self._log.info("closed at version %d", self._committed[0])
+        await telemetry.actor_closing()  # push this actor's metrics before the process is killed
+
+    # ---------------------------------------------------------- managed agents
+
+    async def agent_created(self, agent_id: str, kind: str, config: Any, handle: Any) -> dict[str, Any]:
+        """An actor of the run was (re-)created: record ``initializing`` then ``idle``.
+
+        Agent records are the runtime's bookkeeping, not run state (the version does not
+        move), so pools and run loops holding read-only handles may report them.
+        """
+        agent = self._agents.get(agent_id)
+        if agent is None or agent.lifecycle not in ("initializing",):
+            await self._agents.change(agent_id, "initializing", kind=kind, config=config)  # type: ignore[arg-type]
+        return await self._agents.change(agent_id, "idle", config=config, handle=handle)
+
+    async def agent_changed(self, agent_id: str, lifecycle: str, last_error: str | None = None) -> dict[str, Any]:
+        """An agent of the run changed lifecycle (running, idle, error, closed)."""
+        return await self._agents.change(agent_id, lifecycle, last_error=last_error)  # type: ignore[arg-type]
+
+    async def agents(self) -> list[dict[str, Any]]:
+        """Every managed agent of the run, as client payloads."""
+        return self._agents.payloads()
+
+    async def agent_handle(self, agent_id: str) -> Any:
+        """The live handle of an agent, re-created from its stored record on first use."""
+        return await self._agents.ensure(agent_id)
+
+    def _publish_agent(self, payload: dict[str, Any]) -> None:
+        self._log_of_changes.append(Change(seq=0, version=self._committed[0], kind="agent_state", at=time.time(), agent=payload))
+
+    def _run_io(self, fn: Callable[[], Any]) -> "asyncio.Future[Any]":
+        return asyncio.get_running_loop().run_in_executor(self._io_executor, fn)
+
+    def _final_checkpoint(self) -> None:
+        """On close: checkpoint the last version so the next attach replays nothing."""
+        version, state = self._committed
+        if version > self._last_checkpoint and self._spec.checkpoint_every:
+            self._store.put_checkpoint(self._name, version, state.model_dump(mode="json"))
+            self._compact(version)
+            self._last_checkpoint = version
+
+    def _compact(self, version: int) -> None:
+        """Drop what the retention window no longer needs (on the I/O thread)."""
+
+        floor = retention_floor(self._store, self._name, version, self._spec.keep_versions, self._spec.keep_days)
+        if floor is not None:
+            self._store.compact(self._name, keep_from=floor)
+
+    # --------------------------------------------------------------- internals
+
+    def _check_token(self, token: str) -> None:
+        if not hmac.compare_digest(str(token or ""), self._token):
+            self._stats["refused"] += 1
+            self._log.warning("refused a write without the owner's token")
+            raise WriteRefused(
+                f"orchestrator {self._spec.display_name!r} refused a write: writes need the owner's token. "
+                "Only the handle that created the orchestrator (or one it delegated with Orchestrator.delegate()) may write; "
+                "subagents and coordinators return outputs for the owner to apply."
+            )
+
+    def _check_writable(self, token: str) -> None:
+        self._check_token(token)
+        if self._closed:
+            raise OrchestratorClosed(f"orchestrator {self._spec.display_name!r} is closed; attach to it again to write")
+
+    def _recorded(self, request_id: str) -> int | None:
+        version = self._requests.get(request_id)
+        if version is None and self._store is not None:
+            version = self._store.find_request(self._name, request_id)
+        if version is not None:
+            self._stats["duplicates"] += 1
+            self._log.info("request %s was already committed as version %d; not applied again", request_id, version)
+        return version
+
+    async def _durable_version(self, version: int) -> int:
+        """``version`` once it is durable: a retry never gets an earlier acknowledgement
+        than the original request (in batch mode it may still be in the group commit)."""
+        staged = self._staged.get(version)
+        if staged is not None:
+            await asyncio.wrap_future(staged)
+        return version
+
+    def _remember(self, request_id: str, version: int) -> None:
+        self._requests[request_id] = version
+        if len(self._requests) > _REQUEST_MEMORY:
+            self._requests.popitem(last=False)
+
+    def _stage(
+        self,
+        new_state: BaseModel,
+        kind: ChangeKind,
+        transitions: tuple[StateTransition, ...] | None,
+        request_id: str,
+        base: BaseModel,
+    ) -> tuple[int, BaseModel, Change, Future[None] | None]:
+        """Make ``new_state`` the head and queue its journal entry; not yet visible."""
+        version = self._head[0] + 1
+        change = Change(seq=0, version=version, kind=kind, transitions=transitions, at=time.time())
+        durable: Future[None] | None = None
+        if self._store is not None:
+            durable = self._store.append(self._name, [journal_entry(version, request_id, kind, transitions, base, new_state)])
+            self._staged[version] = durable
+        self._head = (version, new_state)
+        self._remember(request_id, version)
+        self._stats["applies"] += 1
+        return version, new_state, change, durable
+
+    async def _await_durable(self, ack: tuple[int, BaseModel, Change, Future[None] | None]) -> None:
+        version, state, change, durable = ack
+        if durable is not None:
+            try:
+                await asyncio.wrap_future(durable)
+            except BaseException:
+                self._rollback_after_failed_write(version)
+                raise
+            finally:
+                self._staged.pop(version, None)
+        self._acked[version] = (state, change)
+        while (nxt := self._committed[0] + 1) in self._acked:
+            state, change = self._acked.pop(nxt)
+            self._committed = (nxt, state)
+            self._log_of_changes.append(change)
+        self._maybe_checkpoint()
+
+    def _rollback_after_failed_write(self, version: int) -> None:
+        # The journal refused this version, so every later staged version is refused too
+        # (the store rejects gaps). Fall back to the last durable state.
+        self._stats["apply_errors"] += 1
+        for request_id, v in list(self._requests.items()):
+            if v >= version:
+                del self._requests[request_id]
+        if self._head[0] >= version:
+            self._head = self._committed
+        self._log.error("journal write for version %d failed; state stays at version %d", version, self._committed[0])
+
+    def _maybe_checkpoint(self) -> None:
+        every = self._spec.checkpoint_every
+        # exit mode: a checkpoint would flush the journal kept in memory; close() writes one.
+        if self._store is None or not every or self._closed or self._spec.durability == "exit":
+            return
+        version, state = self._committed
+        if version - self._last_checkpoint < every or (self._checkpoint_task and not self._checkpoint_task.done()):
+            return
+        self._last_checkpoint = version
+        store, name = self._store, self._name
+
+        def write() -> None:
+            store.put_checkpoint(name, version, state.model_dump(mode="json"))
+            self._compact(version)
+
+        async def run() -> None:
+            try:
+                await asyncio.get_running_loop().run_in_executor(self._io_executor, write)
+            except Exception:  # the journal still holds everything; recovery just replays more
+                self._log.exception("checkpoint at version %d failed; recovery will replay the journal instead", version)
+
+        self._checkpoint_task = asyncio.get_running_loop().create_task(run())
+
+
+_FN_GROUP = 64  # apply(fn) writes run per thread hop at most
+
+
+@dataclasses.dataclass
+class _FnWrite:
+    """One queued ``apply(fn)``: its request id, its function, and its caller's future."""
+
+    request_id: str
+    fn: Callable[[Any], Any]
+    done: "asyncio.Future[int]"
+
+
+def _resolve(future: "asyncio.Future[int]", *, result: int | None = None, error: BaseException | None = None) -> None:
+    if future.done():  # the caller went away (cancelled)
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)  # type: ignore[arg-type]
+
+
+def _run_fns(fns: list[Callable[[Any], Any]], base: BaseModel) -> list[BaseModel | BaseException]:
+    """Run ``fns`` one after another, each on the state the previous successful one left."""
+    outcomes: list[BaseModel | BaseException] = []
+    current = base
+    for fn in fns:
+        try:
+            current = _run_fn(fn, current)
+        except BaseException as exc:  # handed to that write's caller, whatever it is
+            outcomes.append(exc)
+        else:
+            outcomes.append(current)
+    return outcomes
+
+
+def _run_fn(fn: Callable[[Any], Any], base: BaseModel) -> BaseModel:
+    """Run a user ``fn`` on a private deep copy and return the validated new state.
+
+    ``fn`` may mutate its argument in place, or return a new instance of the state type.
+    Re-validating through JSON catches wrong types assigned to fields and values that are not
+    JSON-clean (which a durable run could not journal). ``base`` is never touched.
+    """
+    working = base.model_copy(deep=True)
+    result = fn(working)
+    if inspect.isawaitable(result):
+        result = asyncio.run(_await(result))
+    if isinstance(result, BaseModel):
+        if type(result) is not type(base):
+            raise TypeError(f"apply fn returned a {type(result).__name__}; return None or a {type(base).__name__}")
+        working = result
+    return json_round_trip(working)  # refuses nan/inf, which pydantic would turn into null
+
+
+async def _await(awaitable: Any) -> Any:
+    return await awaitable

@@ -1,0 +1,173 @@
+"""Journal entries and recovery for durable orchestrators.
+
+A committed ``apply_batch`` is journalled as its transitions (replayed through ``reduce``);
+a committed ``apply(fn)`` as a JSON diff of the state (``fn`` itself is never re-run, it may
+not be deterministic). Recovery loads the newest checkpoint and replays the journal after
+it, so a restarted actor resumes at exactly the last acknowledged version.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from pydantic import BaseModel
+
+from actors._pickling import pickled, unpickled
+from actors.agents.registry import load_agent_records
+from actors.orchestrator.changes import Change, ChangeKind
+from actors.orchestrator.spec import DEFAULT_KEEP_VERSIONS, RunSpec
+from cluster.connect import actor_was_restarted
+from cluster.storage import (
+    JournalEntry,
+    JournalGap,
+    RunInfo,
+    Store,
+    StoreCorrupted,
+    open_store,
+)
+from cluster.storage.diff import apply_diff, diff_states
+from coordinators import StateTransition, reduce
+
+__all__ = ["journal_entry", "replay", "replay_from", "restore_or_create", "stored_run_spec"]
+
+
+def journal_entry(
+    version: int,
+    request_id: str,
+    kind: ChangeKind,
+    transitions: tuple[StateTransition, ...] | None,
+    base: BaseModel,
+    new_state: BaseModel,
+) -> JournalEntry:
+    """The journal row for one committed write."""
+    if kind == "batch":
+        payload: Any = [t.model_dump(mode="json") for t in transitions or ()]
+    else:
+        payload = diff_states(base.model_dump(mode="json"), new_state.model_dump(mode="json"))
+    return JournalEntry(version=version, request_id=request_id, kind=kind, payload=payload, created_at=time.time())
+
+
+def _unpickled(text: str, what: str, store_path: str | None) -> Any:
+    try:
+        return unpickled(text)
+    except Exception as exc:
+        raise StoreCorrupted(path=store_path, problem=f"the stored {what} cannot be loaded ({type(exc).__name__}: {exc})") from exc
+
+
+def restore_or_create(store: Store, spec: RunSpec) -> tuple[int, BaseModel, list[tuple[str, int]], list[Change]]:
+    """Load the run from ``store`` (checkpoint + journal), or create it from ``spec.initial``.
+
+    Returns the version, the state, the request ids seen since the checkpoint and the
+    replayed changes (for subscribers). A restarted actor whose run is missing from the store
+    is an error, never a silently fresh state.
+    """
+    info = store.get_run(spec.name)
+    if info is None:
+        if actor_was_restarted():
+            raise StoreCorrupted(
+                path=store.path,
+                problem=f"run {spec.name!r} is missing from the store after a restart; refusing to start from an empty state",
+            )
+        store.create_run(
+            RunInfo(
+                name=spec.name,
+                state_type=f"{type(spec.initial).__module__}.{type(spec.initial).__qualname__}",
+                created_at=time.time(),
+                owner_token=spec.token,
+                metadata={
+                    "state_class": pickled(type(spec.initial)),
+                    "caller": pickled(spec.caller),
+                    "max_parallel": spec.max_parallel,
+                    "semaphore_scope": spec.semaphore_scope,
+                    "checkpoint_every": spec.checkpoint_every,
+                    "keep_versions": spec.keep_versions,
+                    "keep_days": spec.keep_days,
+                    **spec.metadata,
+                },
+            ),
+            spec.initial.model_dump(mode="json"),
+        )
+        return 0, spec.initial, [], []
+    return replay(store, spec.name, type(spec.initial))
+
+
+def replay(store: Store, run: str, state_type: type[BaseModel]) -> tuple[int, BaseModel, list[tuple[str, int]], list[Change]]:
+    """The run's last committed version and state: its latest checkpoint plus every later
+    journal entry. A gap, a damaged row or a state that does not validate raises the store's
+    error naming the file and the entry; nothing is ever skipped."""
+    checkpoint, entries = store.load(run)
+    return replay_from(store, run, state_type, checkpoint, entries)
+
+
+def replay_from(
+    store: Store, run: str, state_type: type[BaseModel], checkpoint: Any, entries: list[JournalEntry]
+) -> tuple[int, BaseModel, list[tuple[str, int]], list[Change]]:
+    """Replay ``entries`` on ``checkpoint``: the state at the last entry's version."""
+    state = _validated(state_type, checkpoint.state, store, f"checkpoint at version {checkpoint.version}")
+    version = checkpoint.version
+    requests: list[tuple[str, int]] = []
+    changes: list[Change] = []
+    for entry in entries:
+        if entry.version != version + 1:
+            raise JournalGap(path=store.path, run=run, missing=version + 1, detail=f"the journal jumps to {entry.version}")
+        if entry.kind == "batch":
+            try:
+                transitions = tuple(StateTransition.model_validate(t) for t in entry.payload)
+                state = reduce(state, transitions)
+            except Exception as exc:
+                raise StoreCorrupted(
+                    path=store.path, problem=f"journal entry {entry.version} of run {run!r} does not replay: {exc}"
+                ) from exc
+        else:
+            transitions = None
+            try:
+                doc = apply_diff(state.model_dump(mode="json"), entry.payload)
+            except Exception as exc:  # a damaged diff: name the entry, never guess
+                raise StoreCorrupted(
+                    path=store.path, problem=f"journal entry {entry.version} of run {run!r} does not apply: {exc}"
+                ) from exc
+            state = _validated(state_type, doc, store, f"journal entry {entry.version}")
+        version = entry.version
+        requests.append((entry.request_id, version))
+        changes.append(Change(seq=0, version=version, kind=entry.kind, transitions=transitions, at=entry.created_at))
+    return version, state, requests, changes
+
+
+def _validated(state_type: type[BaseModel], doc: Any, store: Store, what: str) -> BaseModel:
+    try:
+        return state_type.model_validate(doc)
+    except Exception as exc:
+        raise StoreCorrupted(path=store.path, problem=f"the {what} does not validate as {state_type.__name__}: {exc}") from exc
+
+
+def stored_run_spec(store_spec: Any, name: str, durability: str) -> RunSpec:
+    """Rebuild the ``RunSpec`` of a stored run, to restart it in a new actor."""
+    store = open_store(store_spec, durability=durability)
+    try:
+        info = store.get_run(name)
+        if info is None:
+            raise LookupError(f"no stored run named {name!r} in {store.path}")
+        meta = info.metadata
+        state_type = _unpickled(meta["state_class"], "state type", store.path)
+        # Replayed here once, so a gap or a damaged entry fails attach with the store's own
+        # error (a failing actor constructor would reach the caller only as text).
+        _, initial, _, _ = replay(store, name, state_type)
+        load_agent_records(store, name)  # a damaged agent record fails attach, not a worker
+        return RunSpec(
+            name=name,
+            named=True,
+            token=info.owner_token,
+            initial=initial,
+            store=store_spec,
+            durability=durability,  # type: ignore[arg-type]
+            max_parallel=int(meta.get("max_parallel", 4)),
+            caller=_unpickled(meta["caller"], "caller", store.path),
+            semaphore_scope=str(meta.get("semaphore_scope") or f"orch:{name}"),
+            checkpoint_every=int(meta.get("checkpoint_every", 1_000)),
+            keep_versions=meta.get("keep_versions", DEFAULT_KEEP_VERSIONS),
+            keep_days=meta.get("keep_days"),
+        )
+    finally:
+        if store is not store_spec:
+            store.close()

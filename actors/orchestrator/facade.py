@@ -1,0 +1,601 @@
+"""``Orchestrator``: the typed client handle of a run's single-writer actor.
+
+The handle checks arguments before anything reaches Ray, translates actor-side failures back
+into the caller's own exception types, and holds the owner's token: the capability every
+write must present. A handle that is pickled (shipped to a task or an actor) loses the token
+and becomes read-only, unless the owner hands it out on purpose with ``delegate()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Iterable
+from typing import Any, Callable, Concatenate, Generic, ParamSpec, TypeVar
+
+import ray
+from pydantic import BaseModel
+
+from actors import telemetry
+from actors.exceptions import OrchestratorClosed, OrchestratorNotFound, VersionConflict, WriteRefused
+from actors.handoffs._permits import release_idle_permits
+from actors.handoffs.pools import track, untrack
+from actors.handoffs.settings import (
+    DEFAULT_MAX_PARALLEL,
+    HARD_MAX_PARALLEL,
+    HandoffSettings,
+    effective_max_parallel,
+)
+from actors.orchestrator._actor import OrchestratorActor
+from actors.orchestrator._json_clean import json_round_trip
+from actors.orchestrator._launch import (
+    actor_name,
+    live_run_names,
+    lookup_live,
+    prepare_store,
+    start_actor,
+    stored_token,
+    translate_creation_error,
+)
+from actors.orchestrator._recovery import stored_run_spec
+from actors.orchestrator.changes import Change
+from actors.interrupts import Interrupt, answer_batch, read_record
+from actors.orchestrator.spec import DEFAULT_KEEP_VERSIONS, DURABILITY_MODES, OrchestratorStatistics, RunSpec
+from cluster.connect import ensure_connected
+from cluster.semaphore import ClusterSemaphore
+from coordinators import ContextSnapshot, StateTransition, TransitionBatch
+
+__all__ = ["Orchestrator", "DEFAULT_MAX_PARALLEL", "HARD_MAX_PARALLEL", "actor_name"]
+
+S = TypeVar("S", bound=BaseModel)
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_POLL_SECONDS = 10.0
+_UNAVAILABLE_RETRY_SECONDS = 120.0
+_CAP_READ_SECONDS = 2.0  # a parallel handoff never waits longer than this on a restarting actor
+
+
+def _check_state(initial: Any) -> None:
+    if not isinstance(initial, BaseModel):
+        raise TypeError(
+            f"Orchestrator(initial=...) takes a pydantic model instance (e.g. AgentState()), got {type(initial).__name__}"
+        )
+    try:
+        json_round_trip(initial)  # also refuses nan/inf, which pydantic would silently store as null
+    except Exception as exc:
+        raise TypeError(
+            f"Orchestrator state {type(initial).__name__} must round-trip through JSON (it is journalled and shipped "
+            f"between processes): {exc}"
+        ) from exc
+
+
+def _check_max_parallel(n: Any) -> int:
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"max_parallel must be an int, got {type(n).__name__}")
+    return n
+
+
+class Orchestrator(Generic[S]):
+    """Owns a run's typed state through one actor: the only writer.
+
+    ``initial`` is any pydantic model instance. ``store`` is a SQLite file path (or a store
+    object); None keeps the state in memory only. ``durability`` is ``"sync"``, ``"batch"``
+    or ``"exit"``. ``name`` makes the run findable by ``Orchestrator.attach`` from other
+    processes. The constructor is synchronous and starts an embedded Ray on first use.
+    ``keep_versions`` / ``keep_days`` set the retention window of a durable run's journal:
+    checkpoint compaction keeps at least the last N versions / the last D days readable by
+    ``history`` and ``fork`` (with both, the stricter wins; both None keeps everything).
+    """
+
+    def __init__(
+        self,
+        initial: S,
+        *,
+        caller: Any = None,
+        name: str | None = None,
+        store: Any = None,
+        durability: str = "sync",
+        max_parallel: int = DEFAULT_MAX_PARALLEL,
+        semaphore_scope: str | None = None,
+        checkpoint_every: int = 1_000,
+        detached: bool = False,
+        keep_versions: int | None = DEFAULT_KEEP_VERSIONS,
+        keep_days: float | None = None,
+        _metadata: dict[str, Any] | None = None,
+    ) -> None:
+        _check_state(initial)
+        if durability not in DURABILITY_MODES:
+            raise ValueError(f"durability must be one of {', '.join(map(repr, DURABILITY_MODES))}, got {durability!r}")
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise ValueError(f"name must be a non-empty string or None, got {name!r}")
+        if semaphore_scope is not None and (not isinstance(semaphore_scope, str) or not semaphore_scope.strip()):
+            raise ValueError(f"semaphore_scope must be a non-empty string or None, got {semaphore_scope!r}")
+        if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int) or checkpoint_every < 0:
+            raise ValueError(f"checkpoint_every must be an int >= 0 (0 disables checkpoints), got {checkpoint_every!r}")
+        _check_max_parallel(max_parallel)
+        _check_retention(keep_versions, keep_days)
+        if caller is not None and not callable(getattr(caller, "call_tool", None)):
+            raise TypeError(f"caller must implement the ToolCaller protocol (async call_tool(name, arguments)), got {type(caller).__name__}")
+        ensure_connected()
+        run_name = name or f"run-{uuid.uuid4().hex[:12]}"
+        store_spec = prepare_store(store, run_name, durability, creating=True)
+        spec = RunSpec(
+            name=run_name,
+            named=name is not None,
+            token=secrets.token_urlsafe(32),
+            initial=initial,
+            store=store_spec,
+            durability=durability,  # type: ignore[arg-type]
+            max_parallel=max_parallel,
+            caller=caller,
+            # Not derived from the run's name: subagents get the scope, never the name.
+            semaphore_scope=semaphore_scope or f"orch-{secrets.token_hex(8)}",
+            checkpoint_every=checkpoint_every,
+            keep_versions=keep_versions,
+            keep_days=keep_days,
+            metadata=_metadata or {},
+        )
+        handle = start_actor(spec, detached=detached)
+        self._init_handle(handle, spec.name, spec.token, caller=caller, state_type=type(initial),
+                          max_parallel=max_parallel, semaphore_scope=spec.semaphore_scope, durable=store_spec is not None)
+        self._wait_ready()
+        self._join_semaphore()
+        self._track_agents()
+
+    # ------------------------------------------------------------ construction
+
+    def _join_semaphore(self) -> None:
+        """Open (or create) the run's semaphore scope and record the run as one of its users,
+        so the scope's actor lives exactly as long as some run uses it."""
+        ClusterSemaphore.join_run(self._semaphore_scope, self._name, self._actor)
+
+    def _init_handle(
+        self,
+        handle: Any,
+        name: str,
+        token: str | None,
+        *,
+        caller: Any,
+        state_type: type[BaseModel] | None,
+        max_parallel: int,
+        semaphore_scope: str,
+        durable: bool,
+    ) -> None:
+        self._actor = handle
+        self._name = name
+        self._token = token  # the owner's capability; None for a read-only handle
+        self._caller = caller
+        self._state_type = state_type
+        self._max_parallel = max_parallel  # as requested; the effective cap is clamped
+        self._semaphore_scope = semaphore_scope
+        self._durable = durable
+        self._closed = False
+        self._logger: logging.LoggerAdapter[logging.Logger] = _component_logger(logging.getLogger("soloist.orchestrator"), name)
+        self._tracer: Any = None
+
+    def _wait_ready(self) -> None:
+        try:
+            ray.get(self._remote(OrchestratorActor.version).remote())
+        except ray.exceptions.RayError as exc:
+            raise translate_creation_error(exc, self._name) from None
+
+    @classmethod
+    def attach(cls, name: str, *, store: Any = None, durability: str = "sync", token: str | None = None) -> "Orchestrator[Any]":
+        """A handle to the live run called ``name``, or a restarted one from ``store``.
+
+        With ``store`` the handle may write (whoever can open the run's store owns it); a
+        live run attached without it (and without ``token``) gives a read-only handle.
+        """
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"attach() needs the run's name, got {name!r}")
+        ensure_connected()
+        if store is not None and token is None:
+            token = stored_token(store, name)
+        handle = lookup_live(name)
+        if handle is None:
+            if store is None:
+                raise OrchestratorNotFound(
+                    f"no live orchestrator named {name!r}; pass store=... to restart it from its stored journal"
+                )
+            return cls._restart_from_store(name, store, durability, token)
+        try:
+            return cls._wrap(handle, name, token)
+        except ray.exceptions.RayActorError:
+            if store is None:  # the name still resolved to an actor that was just closed
+                raise OrchestratorNotFound(f"orchestrator {name!r} is no longer running; pass store=... to restart it") from None
+            return cls._restart_from_store(name, store, durability, token)
+
+    @staticmethod
+    def list_live() -> list[str]:
+        """The names of the orchestrators alive on the connected cluster (started with ``name=``), sorted.
+
+        Connects first if nothing is connected, like the constructor. Attach one with
+        ``Orchestrator.attach(name)``; a run may close between the two calls
+        (``OrchestratorNotFound``).
+        """
+        ensure_connected()
+        return live_run_names()
+
+    @classmethod
+    def _wrap(cls, handle: Any, name: str, token: str | None) -> "Orchestrator[Any]":
+        info = ray.get(getattr(handle, OrchestratorActor.describe.__name__).remote())
+        self = cls.__new__(cls)
+        self._init_handle(handle, name, token, caller=info["caller"], state_type=info["state_type"],
+                          max_parallel=info["max_parallel"], semaphore_scope=info["semaphore_scope"], durable=True)
+        self._track_agents()
+        return self
+
+    @classmethod
+    def _restart_from_store(cls, name: str, store: Any, durability: str, token: str | None) -> "Orchestrator[Any]":
+        store_spec = prepare_store(store, name, durability, creating=False)
+        spec = stored_run_spec(store_spec, name, durability)
+        handle = start_actor(spec, detached=False)
+        self = cls.__new__(cls)
+        self._init_handle(handle, name, spec.token, caller=spec.caller, state_type=type(spec.initial),
+                          max_parallel=spec.max_parallel, semaphore_scope=spec.semaphore_scope, durable=True)
+        self._wait_ready()
+        self._join_semaphore()
+        self._track_agents()
+        return self
+
+    def _track_agents(self) -> None:
+        """Have this process's subagent pools for our caller report their replicas to the run."""
+        if self._caller is not None:
+            track(self._caller, self._name, self._actor)
+
+    def delegate(self) -> "Orchestrator[S]":
+        """A copy of this handle that keeps write access when pickled (explicit capability)."""
+        self._require_owner("delegate()")
+        twin = self.__class__.__new__(self.__class__)
+        twin.__dict__.update(self.__dict__)
+        twin._delegated = True
+        return twin
+
+    def __reduce__(self) -> Any:
+        token = self._token if getattr(self, "_delegated", False) else None
+        return (_rebuild, (self._actor, self._name, token, self._caller, self._state_type, self._max_parallel,
+                           self._semaphore_scope, self._durable, getattr(self, "_delegated", False)))
+
+    def __repr__(self) -> str:
+        mode = "owner" if self._token else "read-only"
+        return f"<Orchestrator {self._name!r} ({mode})>"
+
+    # ---------------------------------------------------------------- reads
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def caller(self) -> Any:
+        """The ``ToolCaller`` this run hands off through (None without one)."""
+        return self._caller
+
+    @property
+    def read_only(self) -> bool:
+        return self._token is None
+
+    @property
+    def max_parallel(self) -> int:
+        """The effective parallel-handoff cap: ``set_max_parallel`` normalised and clamped."""
+        return effective_max_parallel(self._max_parallel)
+
+    def handoff_settings(self) -> HandoffSettings:
+        """What ``handoff``/``parallel_handoff`` need of this run, as one frozen value."""
+        return HandoffSettings(
+            name=self._name,
+            caller=self._caller,
+            semaphore_scope=self._semaphore_scope,
+            max_parallel=effective_max_parallel(self._max_parallel),
+            requested_max_parallel=self._max_parallel,
+            logger=self._logger,
+            tracer=self._tracer,
+        )
+
+    async def snapshot(self) -> S:
+        """A deep copy of the committed state (same type as the initial state)."""
+        _, state = await self.versioned_snapshot()
+        return state
+
+    async def versioned_snapshot(self) -> tuple[int, S]:
+        """``(version, state)`` read together, for compare-and-set loops."""
+        started = time.perf_counter()
+        result = await self._call(OrchestratorActor.snapshot)
+        telemetry.record_snapshot(self._name, time.perf_counter() - started)  # the round trip callers wait for
+        return result
+
+    async def version(self) -> int:
+        return await self._call(OrchestratorActor.version)
+
+    async def context(self) -> ContextSnapshot:
+        """A deeply immutable ``ContextSnapshot`` of the committed ``AgentState``."""
+        return await self._call(OrchestratorActor.context)
+
+    async def statistics(self) -> OrchestratorStatistics:
+        return await self._call(OrchestratorActor.statistics)
+
+    async def refresh_max_parallel(self) -> int:
+        """Read the run's cap from the actor (another process may have changed it)."""
+        try:
+            self._max_parallel = await asyncio.wait_for(self._remote(OrchestratorActor.max_parallel).remote(), _CAP_READ_SECONDS)
+        except (ray.exceptions.RayError, asyncio.TimeoutError):
+            pass  # restarting or gone: keep the cached cap; the cluster semaphore still caps at 4
+        return self.max_parallel
+
+    async def subscribe(self, since: int = 0) -> AsyncIterator[Change]:
+        """Committed changes after version ``since``, in order, following the run live."""
+        if isinstance(since, bool) or not isinstance(since, int) or since < 0:
+            raise ValueError(f"subscribe(since=...) takes a version >= 0, got {since!r}")
+        cursor: int | None = None
+        last_version = since
+        while True:
+            try:
+                batch: list[Change] = await self._call(OrchestratorActor.changes, cursor, last_version, _POLL_SECONDS)
+            except OrchestratorClosed:
+                return
+            for change in batch:
+                cursor = change.seq
+                last_version = max(last_version, change.version)
+                yield change
+
+    # --------------------------------------------------------------- writes
+
+    async def apply(self, fn: Callable[[S], Any], *, request_id: str | None = None) -> int:
+        """Run ``fn`` on a working copy and commit the validated result; return the new version.
+
+        If ``fn`` raises, or the result does not validate against the model, the state is
+        unchanged and the original exception reaches the caller. ``request_id`` (default: a
+        fresh one) makes the write exactly-once: resending an id that was already committed,
+        also after a crash or from another driver, returns the recorded version and applies
+        nothing.
+        """
+        if fn is None:
+            raise TypeError("apply(None): pass a function that mutates the state it is given (or returns a new one)")
+        if not callable(fn):
+            raise TypeError(f"apply() takes a callable, got {type(fn).__name__}")
+        self._require_owner("apply()")
+        return await self._call(OrchestratorActor.apply_fn, self._token, _request_id(request_id), fn)
+
+    async def apply_batch(
+        self, batch: TransitionBatch | Iterable[StateTransition], *, expected_version: int | None = None,
+        request_id: str | None = None,
+    ) -> int:
+        """Apply transitions through ``reduce``, all or nothing; return the new version.
+
+        With ``expected_version`` this is a compare-and-set: a stale version raises
+        ``VersionConflict`` and nothing changes. ``request_id``: as for ``apply``.
+        """
+        if batch is None:
+            raise TypeError("apply_batch(None): pass a TransitionBatch or an iterable of StateTransition")
+        transitions = tuple(batch)
+        for i, t in enumerate(transitions):
+            if not isinstance(t, StateTransition):
+                raise TypeError(f"apply_batch: item {i} is a {type(t).__name__}, not a StateTransition")
+        if expected_version is not None and (isinstance(expected_version, bool) or not isinstance(expected_version, int)):
+            raise TypeError(f"expected_version must be an int or None, got {type(expected_version).__name__}")
+        self._require_owner("apply_batch()")
+        return await self._call(OrchestratorActor.apply_batch, self._token, _request_id(request_id), transitions, expected_version)
+
+    # ------------------------------------------------- history, forks, interrupts
+
+    async def history(self, since: int = 0, until: int | None = None) -> list[Change]:
+        """Committed changes with ``since < version <= until`` (None: up to the last one), from
+        the journal, in order. ``HistoryCompacted`` names the earliest version still kept when
+        retention removed older ones (a run without a store: what its memory still holds)."""
+        _check_version("since", since)
+        if until is not None:
+            _check_version("until", until)
+        return await self._call(OrchestratorActor.history, since, until)
+
+    async def state_at(self, version: int) -> S:
+        """The state exactly as it was committed at ``version`` (``HistoryCompacted`` if too old)."""
+        _check_version("version", version)
+        return await self._call(OrchestratorActor.state_at, version)
+
+    async def fork(self, new_name: str, *, at_version: int, store: Any = None) -> "Orchestrator[S]":
+        """A new run named ``new_name`` whose state is exactly this run's state at ``at_version``.
+
+        The new run starts at version 0 with that state, the same caller, cap and retention;
+        it lives in ``store`` (default: this run's store file; None for a run without one).
+        This run and its journal are untouched, and later writes to either run never reach
+        the other. Its store entry records ``forked_from`` and ``forked_at``.
+        """
+        if not isinstance(new_name, str) or not new_name.strip():
+            raise ValueError(f"fork() needs a non-empty new_name, got {new_name!r}")
+        if new_name == self._name:
+            raise ValueError(f"fork() needs a name other than the run's own ({new_name!r})")
+        _check_version("at_version", at_version)
+        state = await self.state_at(at_version)
+        stats = await self.statistics()
+        if store is None:
+            store = stats.store
+        info = await self._call(OrchestratorActor.describe)
+        return await asyncio.to_thread(
+            Orchestrator, state, caller=self._caller, name=new_name, store=store, durability=stats.durability,
+            max_parallel=self._max_parallel, checkpoint_every=info.get("checkpoint_every", 1_000),
+            keep_versions=info.get("keep_versions", DEFAULT_KEEP_VERSIONS), keep_days=info.get("keep_days"),
+            _metadata={"forked_from": self._name, "forked_at": at_version},
+        )
+
+    async def interrupts(self) -> list[Interrupt]:
+        """The open interrupts of the run (oldest first); [] when nothing waits for an answer."""
+        _, state = await self.versioned_snapshot()
+        record = read_record(state)
+        return record.open_interrupts() if record is not None else []
+
+    async def answer(self, interrupt_id: str, *, approve: bool, reason: str | None = None) -> int:
+        """Answer one open interrupt; return the version that records the answer.
+
+        Approving a held turn applies its transitions in that version; rejecting tool calls
+        closes them with an error result carrying ``reason``. The run moves on when it is
+        resumed (``Run.resume``, ``soloist run --resume``). An interrupt that is not open here
+        (unknown, another run's, already answered) raises ``InterruptNotOpen`` (a subclass
+        says which) and nothing is written.
+        """
+        if not isinstance(interrupt_id, str) or not interrupt_id:
+            raise TypeError(f"answer() takes the interrupt's id (a string), got {interrupt_id!r}")
+        if not isinstance(approve, bool):
+            raise TypeError(f"answer(approve=...) takes True or False, got {approve!r}")
+        if reason is not None and not isinstance(reason, str):
+            raise TypeError(f"answer(reason=...) takes a string or None, got {type(reason).__name__}")
+        self._require_owner("answer()")
+        while True:
+            version, state = await self.versioned_snapshot()
+            batch = answer_batch(self._name, read_record(state), interrupt_id, approve, reason, version + 1)
+            try:
+                return await self.apply_batch(batch, expected_version=version)
+            except VersionConflict:
+                continue  # a write landed in between: check the interrupt again on the new state
+
+    async def _mark_run(self, **facts: Any) -> None:
+        """Runtime bookkeeping (runs): facts kept in the run's store entry (status for gc)."""
+        self._require_owner("_mark_run()")
+        await self._call(OrchestratorActor.mark_run, self._token, facts)
+
+    # -------------------------------------------------------- managed agents
+
+    async def agents(self) -> list[dict[str, Any]]:
+        """Every managed agent of the run (subagent replicas, coordinators) as ``to_payload`` dicts."""
+        return await self._call(OrchestratorActor.agents)
+
+    async def agent_handle(self, agent_id: str) -> Any:
+        """The live actor handle of an agent; after a restart it is re-created from its stored
+        record on first use (concurrent first uses create it once)."""
+        return await self._call(OrchestratorActor.agent_handle, agent_id)
+
+    def set_max_parallel(self, n: int) -> None:
+        """Set the parallel-handoff cap for every handle of this run.
+
+        ``n <= 0`` means the default (4); ``n > 4`` is clamped to 4, with a warning logged on
+        every parallel handoff that uses it. Read when a parallel handoff starts.
+        """
+        _check_max_parallel(n)
+        self._require_owner("set_max_parallel()")
+        # Waits for the actor, so every handle in every process sees the new cap from now on.
+        ray.get(self._remote(OrchestratorActor.set_max_parallel).remote(self._token, n), timeout=60)
+        self._max_parallel = n
+
+    def set_logger(self, logger: logging.Logger | None) -> None:
+        """Log through ``logger``, every record tagged ``component=agent-orchestrator``. None: no-op."""
+        if logger is None:
+            return
+        self._logger = _component_logger(logger, self._name)
+
+    def set_tracer(self, tracer: Any) -> None:
+        """Trace handoffs with this OpenTelemetry tracer. None: no-op."""
+        if tracer is None:
+            return
+        self._tracer = tracer
+
+    async def close(self) -> None:
+        """Stop the actor. A durable run can be attached again later with its store."""
+        if self._closed:
+            return
+        self._require_owner("close()")
+        self._closed = True
+        untrack(self._name)
+        release_idle_permits(self._semaphore_scope)
+        try:
+            await self._call(OrchestratorActor.close, self._token)
+        finally:
+            ray.kill(self._actor, no_restart=True)
+            await self._leave_semaphore()
+
+    async def _leave_semaphore(self) -> None:
+        """The run no longer uses its scope: the scope's actor ends once no run does (at
+        once, or when the work of its last held leases has returned)."""
+        outcome = await ClusterSemaphore.leave_run(self._semaphore_scope, self._name)
+        self._logger.debug("left semaphore %s: %s", self._semaphore_scope, outcome or "already gone")
+
+    async def _agent_created(self, agent_id: str, kind: str, config: Any, handle: Any) -> None:
+        """Runtime bookkeeping (run loops): an actor of the run was (re-)created."""
+        await self._call(OrchestratorActor.agent_created, agent_id, kind, config, handle)
+
+    async def _agent_changed(self, agent_id: str, lifecycle: str, last_error: str | None = None) -> None:
+        """Runtime bookkeeping (run loops): an agent of the run changed lifecycle."""
+        await self._call(OrchestratorActor.agent_changed, agent_id, lifecycle, last_error)
+
+    # ------------------------------------------------------------- internals
+
+    def _require_owner(self, what: str) -> None:
+        if self._closed:
+            raise OrchestratorClosed(f"orchestrator {self._name!r} is closed")
+        if self._token is None:
+            raise WriteRefused(
+                f"{what} on orchestrator {self._name!r} needs the owner's handle: this one is read-only "
+                "(it was shipped to another process or attached without the store)"
+            )
+
+    def _remote(self, method: Callable[..., Any]) -> Any:
+        """The actor's remote method for ``method``, a function of ``OrchestratorActor``
+        (named by reference, so a rename fails at import and type-check time, not at run time)."""
+        return getattr(self._actor, method.__name__)
+
+    async def _call(
+        self, method: Callable[Concatenate[OrchestratorActor, P], Awaitable[R]], *args: P.args, **kwargs: P.kwargs
+    ) -> R:
+        """Call ``method`` on the actor; actor-side errors arrive as their own type, a restart is retried."""
+        deadline = asyncio.get_running_loop().time() + _UNAVAILABLE_RETRY_SECONDS
+        delay = 0.05
+        while True:
+            try:
+                return await self._remote(method).remote(*args, **kwargs)
+            except ray.exceptions.RayTaskError as exc:
+                cause = exc.cause if isinstance(exc.cause, BaseException) else None
+                if cause is None:
+                    raise
+                raise cause from None
+            except ray.exceptions.ActorUnavailableError:
+                # Restarting: writes carry request ids, so resending is exactly-once.
+                if not self._durable or asyncio.get_running_loop().time() > deadline:
+                    raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+            except ray.exceptions.ActorDiedError as exc:
+                raise OrchestratorClosed(f"orchestrator {self._name!r} is not running: {exc.error_msg if hasattr(exc, 'error_msg') else exc}") from exc
+
+
+def _check_version(what: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{what} must be a version (an int >= 0), got {value!r}")
+
+
+def _check_retention(keep_versions: Any, keep_days: Any) -> None:
+    if keep_versions is not None and (isinstance(keep_versions, bool) or not isinstance(keep_versions, int) or keep_versions < 1):
+        raise ValueError(f"keep_versions must be an int >= 1 or None (keep every version), got {keep_versions!r}")
+    if keep_days is not None and (isinstance(keep_days, bool) or not isinstance(keep_days, (int, float)) or not keep_days > 0):
+        raise ValueError(f"keep_days must be a number > 0 or None (no age limit), got {keep_days!r}")
+
+
+def _request_id(request_id: str | None) -> str:
+    if request_id is None:
+        return uuid.uuid4().hex
+    if not isinstance(request_id, str) or not request_id.strip():
+        raise ValueError(f"request_id must be a non-empty string or None, got {request_id!r}")
+    return request_id
+
+
+class _ComponentLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """Adds ``component`` and ``orchestrator`` to every record, keeping the call's own extras."""
+
+    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
+        kwargs["extra"] = {**(self.extra or {}), **(kwargs.get("extra") or {})}
+        return msg, kwargs
+
+
+def _component_logger(logger: logging.Logger, name: str) -> logging.LoggerAdapter[logging.Logger]:
+    return _ComponentLogger(logger, {"component": "agent-orchestrator", "orchestrator": name})
+
+
+def _rebuild(actor: Any, name: str, token: str | None, caller: Any, state_type: Any, max_parallel: int,
+             semaphore_scope: str, durable: bool, delegated: bool) -> Orchestrator[Any]:
+    self = Orchestrator.__new__(Orchestrator)
+    self._init_handle(actor, name, token, caller=caller, state_type=state_type, max_parallel=max_parallel,
+                      semaphore_scope=semaphore_scope, durable=durable)
+    if delegated:
+        self._delegated = True
+    return self

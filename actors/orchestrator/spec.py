@@ -1,0 +1,79 @@
+"""Wire models between the ``Orchestrator`` facade and its actor."""
+
+from __future__ import annotations
+
+from typing import Any, get_args
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cluster.storage import Durability, open_store
+
+__all__ = ["RunSpec", "OrchestratorStatistics", "DURABILITY_MODES", "DEFAULT_KEEP_VERSIONS"]
+
+#: Versions kept readable by default (history, fork): bounded, so a long run's store is too.
+DEFAULT_KEEP_VERSIONS = 10_000
+
+DURABILITY_MODES: tuple[str, ...] = get_args(Durability)
+
+
+class RunSpec(BaseModel):
+    """Everything the orchestrator actor is started with (and restarted with, by Ray)."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    name: str
+    """The run's identity: the store key, and the actor name when ``named`` is set."""
+    named: bool
+    token: str = Field(repr=False)
+    """The owner's capability: every write must present it. Never logged or stored in records."""
+    initial: BaseModel
+    store: Any = None
+    """A path (str) or a store object, or None for memory only."""
+    durability: Durability = "sync"
+    max_parallel: int = 4
+    caller: Any = None
+    semaphore_scope: str
+    checkpoint_every: int = 1_000
+    keep_versions: int | None = DEFAULT_KEEP_VERSIONS
+    """Retention: at least this many latest versions stay readable (history, fork); None: no limit."""
+    keep_days: float | None = None
+    """Retention: versions younger than this many days stay readable; None: no limit."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """Extra JSON-clean facts stored with a new run (e.g. which run it was forked from)."""
+    logger_name: str = "soloist.orchestrator"
+
+    @property
+    def display_name(self) -> str:
+        return self.name
+
+    @property
+    def store_path(self) -> str | None:
+        if self.store is None:
+            return None
+        return self.store if isinstance(self.store, str) else getattr(self.store, "path", None)
+
+    def open_store(self) -> Any:
+        if self.store is None:
+            return None
+        return open_store(self.store, durability=self.durability)
+
+
+class OrchestratorStatistics(BaseModel):
+    """A point-in-time report of one orchestrator (feeds metrics and ``soloist status``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    version: int
+    state_type: str
+    durability: Durability
+    store: str | None
+    applies: int
+    apply_errors: int
+    conflicts: int
+    duplicate_requests: int
+    refused_writes: int
+    max_parallel: int
+    restarted: bool
+    pid: int = 0
+    """The process id of the orchestrator actor (changes when it restarts)."""

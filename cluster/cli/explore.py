@@ -1,0 +1,115 @@
+"""The main job: a multi-agent exploration run over a code base (``soloist run``).
+
+Wires the four built-in coordinators, the code skills and one orchestrator together and
+drives them with the public ``Run`` API (the exploration is one user of it, nothing more).
+Library code, so the command line stays a thin shell.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from actors import Orchestrator, Run, RunEvent, RunOutcome, SkillRegistry
+from actors.builtin import CODE_SKILLS
+from actors.callers.composite import CompositeCaller
+from actors.callers.llm import LlmCaller
+from coordinators import AgentState, TransitionBatch
+from coordinators.builtin import DEFAULT_FIRST, default_coordinators
+from coordinators.builtin.model import llm_coordinators
+
+__all__ = ["ExplorationRun", "code_skill_registry", "explore", "resume_run"]
+
+
+class ExplorationRun(BaseModel):
+    """A finished exploration: which run it was and how it ended."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run: str
+    task: str
+    root: str
+    store: str | None
+    outcome: RunOutcome
+
+
+def code_skill_registry(*, replicas: int = 4) -> SkillRegistry:
+    """A registry serving ``search_code``, ``list_tree``, ``read_excerpt`` and ``python_imports``."""
+    skills = SkillRegistry(replicas=replicas)
+    for name, fn in CODE_SKILLS.items():
+        skills.register(name, fn)
+    return skills
+
+
+async def explore(
+    task: str,
+    root: str | os.PathLike[str],
+    *,
+    name: str | None = None,
+    store: str | None = None,
+    durability: str = "sync",
+    max_turns: int = 40,
+    max_parallel: int = 4,
+    on_event: Callable[[RunEvent], None] | None = None,
+    on_start: Callable[[Orchestrator[Any]], None] | None = None,
+    llm: Any = None,
+) -> ExplorationRun:
+    """Explore ``root`` for ``task`` with the built-in coordinators; return how it ended.
+
+    With ``llm`` (an ``actors.callers.llm.LlmConfig``) the model classifies the task and narrates the
+    summary (``coordinators.builtin.model``); without it the run is fully offline.
+    """
+    if not isinstance(task, str) or not task.strip():
+        raise ValueError("the task must be a non-empty string, e.g. \"where is `connect` defined?\"")
+    real_root = os.path.realpath(os.fspath(root))
+    if not os.path.isdir(real_root):
+        raise ValueError(f"--root {os.fspath(root)!r} is not a directory")
+    caller: Any = code_skill_registry()
+    if llm is not None:
+        caller = CompositeCaller(caller, LlmCaller(llm))
+    orch = Orchestrator(AgentState(), caller=caller, name=name, store=store,
+                        durability=durability, max_parallel=max_parallel)
+    if on_start is not None:
+        on_start(orch)
+    try:
+        await orch.apply_batch(
+            TransitionBatch()
+            .update_state("root", real_root)
+            .add_message({"role": "user", "content": task})
+        )
+        if llm is not None:
+            coordinators = {c.name: c for c in llm_coordinators()}
+        else:
+            coordinators = {c.name: c for c in default_coordinators()}
+        run = Run(orch, coordinators, first=DEFAULT_FIRST, fallback="coordination", vetting="safety",
+                  max_turns=max_turns, on_event=on_event)
+        outcome = await run.run(task)
+    finally:
+        await orch.close()
+    return ExplorationRun(run=orch.name, task=task, root=real_root, store=store, outcome=outcome)
+
+
+async def resume_run(
+    name: str,
+    store: str,
+    *,
+    durability: str = "sync",
+    max_turns: int | None = None,
+    on_event: Callable[[RunEvent], None] | None = None,
+) -> ExplorationRun:
+    """Continue a stored run (any run started by ``Run.run``, the exploration included) from
+    exactly where it stopped: after approvals were answered, or after its driver died."""
+    orch = Orchestrator.attach(name, store=store, durability=durability)
+    try:
+        run = await Run.restore(orch, on_event=on_event, max_turns=max_turns)
+        outcome = await run.resume()
+        ctx = await orch.context()
+        record = ctx.get_state("soloist.run") or {}
+        task = str(record.get("message", ""))
+        root = str(ctx.get_state("root", "") or "")
+    finally:
+        await orch.close()
+    return ExplorationRun(run=name, task=task, root=root, store=store, outcome=outcome)

@@ -1,0 +1,93 @@
+"""Resume after a crash while waiting for approval: nothing that completed runs again.
+
+Every coordinator and skill appends a line to a file each time it really runs; the counts
+after the resumed run prove no turn and no handoff before the interrupt was repeated.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from actors import Orchestrator, Run
+from coordinators import AgentState
+from tests.actors.run_fixtures import counts, skill_registry, three
+
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
+
+REPO = Path(__file__).resolve().parents[2]
+BEFORE_THE_INTERRUPT = {"coordinator:planner": 1}
+ALL_DONE = {"coordinator:planner": 1, "coordinator:worker": 1, "coordinator:reviewer": 1,
+            "skill:echo:a": 1, "skill:echo:b": 1}
+
+
+def _start_waiting_driver(store: Path, name: str, log: Path) -> tuple[subprocess.Popen[str], list[str]]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
+    env.pop("RAY_ADDRESS", None)
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO / "tests" / "actors" / "_run_waiting_driver.py"), str(store), name, str(log)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, start_new_session=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline().split()  # blocks until the run is waiting (or the driver died)
+    assert line and line[0] == "WAITING", f"the driver did not reach the waiting state: {line}"
+    return proc, line[1:]
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL the driver, then the embedded Ray it started (same session)."""
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+async def test_resume_after_sigkill_of_the_driver_while_waiting_runs_nothing_twice(tmp_path: Path) -> None:
+    store, log = tmp_path / "runs.sqlite", tmp_path / "effects.log"
+    proc, ids = _start_waiting_driver(store, "resume-after-driver-kill", log)
+    _kill_group(proc)
+    assert counts(log) == BEFORE_THE_INTERRUPT and len(ids) == 2
+    started = time.perf_counter()
+    orch = Orchestrator.attach("resume-after-driver-kill", store=str(store))
+    try:
+        assert [i.id for i in await orch.interrupts()] == ids
+        for interrupt_id in ids:
+            await orch.answer(interrupt_id, approve=True)
+        outcome = await Run(orch, three(str(log)), first="planner", fallback="reviewer").resume()
+        resumed_in = time.perf_counter() - started
+        assert outcome.status == "complete", outcome.reason
+        assert counts(log) == ALL_DONE
+        print(f"resume after driver SIGKILL: attach + answer x2 + resume to completion in {resumed_in:.2f} s")
+    finally:
+        await orch.close()
+
+
+async def test_resume_after_sigkill_of_the_orchestrator_actor_while_waiting_runs_nothing_twice(tmp_path: Path) -> None:
+    log = tmp_path / "effects.log"
+    name = "resume-after-actor-kill"
+    orch = Orchestrator(AgentState(), caller=skill_registry(), name=name, store=str(tmp_path / "runs.sqlite"))
+    try:
+        waiting = await Run(orch, three(str(log), approve="each"), first="planner", fallback="reviewer").run("go")
+        assert waiting.status == "waiting" and counts(log) == BEFORE_THE_INTERRUPT
+        before = (await orch.snapshot()).model_dump_json()
+        killed = (await orch.statistics()).pid
+        os.kill(killed, signal.SIGKILL)
+        # The actor restarts from its store; the same handle keeps working through the restart.
+        assert (await orch.snapshot()).model_dump_json() == before
+        stats = await orch.statistics()
+        assert stats.restarted and stats.pid != killed
+        for interrupt in await orch.interrupts():
+            await orch.answer(interrupt.id, approve=True)
+        outcome = await Run(orch, three(str(log)), first="planner", fallback="reviewer").resume()
+        assert outcome.status == "complete", outcome.reason
+        assert counts(log) == ALL_DONE
+    finally:
+        await orch.close()
