@@ -91,8 +91,15 @@ async def main(store: str, mode: str, count: int, concurrency: int, resend_every
 
 if __name__ == "__main__":
     path, durability, n, conc, every, tail = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:7])
-    ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=100 * 1024 * 1024,
-             log_to_driver=False)
+    for attempt in (1, 2, 3):  # Ray gives its raylet a fixed 30 s to come up; a busy machine may need longer
+        try:
+            ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=100 * 1024 * 1024,
+                     log_to_driver=False)
+            break
+        except Exception as exc:  # Ray raises a plain Exception for this one case
+            if "timed out during startup" not in str(exc) or attempt == 3:
+                raise
+            ray.shutdown()
     try:
         asyncio.run(main(path, durability, n, conc, every, tail))
     finally:

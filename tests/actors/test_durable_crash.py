@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from cluster.storage import SqliteStore
+from tests._waits import HANG_GUARD_S
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -83,7 +84,7 @@ def _run_driver_and_kill(store: Path, mode: str, concurrency: int, seed: int) ->
                     assert proc.stdin is not None
                     proc.stdin.write("go\n")
                     proc.stdin.close()
-        assert proc.wait(timeout=60) == 0, f"driver exited with {proc.returncode}"
+        assert proc.wait(timeout=HANG_GUARD_S) == 0, f"driver exited with {proc.returncode}"
     finally:
         if proc.poll() is None:
             proc.kill()

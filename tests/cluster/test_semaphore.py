@@ -349,7 +349,7 @@ def test_opening_a_semaphore_without_ray_raises_semaphore_unavailable() -> None:
         "try:\n    ClusterSemaphore('s')\n"
         "except SemaphoreUnavailable as e:\n    print(e)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert "Ray is not initialised" in out.stdout, out.stderr
 
 
