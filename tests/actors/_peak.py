@@ -10,6 +10,7 @@ observed, not a hope that ``sleep(1.0)`` was long enough on a busy machine.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from typing import Any
 
@@ -142,6 +143,23 @@ def sleepy_registry(**kwargs: Any) -> SkillRegistry:
         return SleepOut(tag=inp.tag, node=node)
 
     return skills
+
+
+async def replicas_answer(handles: list[Any], timeout: float = HANG_GUARD_S) -> None:
+    """Until every replica answers a ping: one that Ray is restarting after a kill says
+    ``ActorUnavailableError`` meanwhile, so it is asked again, up to ``timeout``."""
+
+    async def one(handle: Any) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                await handle.ping.remote()
+                return
+            except ray.exceptions.ActorUnavailableError:
+                assert time.monotonic() < deadline, f"a replica was still restarting after {timeout:g}s"
+                await asyncio.sleep(0.1)
+
+    await asyncio.gather(*(one(h) for h in handles))
 
 
 def gated_calls(counter: str, n: int, seconds: float = 0.0, **call: Any) -> list[Any]:

@@ -16,7 +16,8 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from actors import Call, CallerFailed, Orchestrator, parallel_handoff
 from actors.subagents import pool_for
 from tests._waits import process_gone
-from tests.actors._peak import NAMESPACE, PeakCounter, SleepIn, SleepOut, gated_calls, open_when_in_flight, sleepy_registry, wait_until
+from tests.actors._peak import (NAMESPACE, PeakCounter, SleepIn, SleepOut, gated_calls, open_when_in_flight, replicas_answer,
+                               sleepy_registry, wait_until)
 
 pytestmark = [pytest.mark.multinode, pytest.mark.timeout(600)]
 
@@ -54,7 +55,7 @@ def _pid(actor: Any) -> int:
 
 async def _replicas_ready(orch: Orchestrator) -> None:
     """Wait until every replica (re-created after the fault) answers, so the next batch measures the cap."""
-    await asyncio.gather(*(h.ping.remote() for h in pool_for(orch.caller, "sleep").handles()))
+    await replicas_answer(pool_for(orch.caller, "sleep").handles())
 
 
 async def _next_batch_reaches_four(orch: Orchestrator, counter: Any, name: str) -> None:

@@ -31,7 +31,7 @@ from actors import Orchestrator, OrchestratorNotFound, SubagentLost, parallel_ha
 from actors.subagents import pool_for
 from cluster.storage import SqliteStore, StoreReadOnly, StoreWriteFailed
 from tests._waits import HANG_GUARD_S, process_gone
-from tests.actors._peak import SleepOut, gated_calls, new_counter, open_when_in_flight, sleepy_registry, wait_until
+from tests.actors._peak import SleepOut, gated_calls, new_counter, open_when_in_flight, replicas_answer, sleepy_registry, wait_until
 
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(300)]
 
@@ -47,7 +47,7 @@ class Tally(BaseModel):
 async def _next_batch_reaches_four(orch: Orchestrator[Any], counter: Any, name: str) -> None:
     """Once every replica answers again (Ray restarts a killed one), a batch must reach 4 in
     flight: fewer would mean a permit leaked (the gated bodies wait until 4 are inside)."""
-    await asyncio.gather(*(h.ping.remote() for h in pool_for(orch.caller, "sleep").handles()))
+    await replicas_answer(pool_for(orch.caller, "sleep").handles())
     await counter.reset.remote()
     batch = asyncio.ensure_future(parallel_handoff(orch, gated_calls(name, 8, seconds=0.2), SleepOut))
     await open_when_in_flight(counter, 4)

@@ -20,7 +20,8 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from actors import Orchestrator, SubagentLost, parallel_handoff
 from actors.subagents import pool_for
 from tests._waits import process_gone
-from tests.actors._peak import NAMESPACE, PeakCounter, SleepOut, gated_calls, open_when_in_flight, sleepy_registry, wait_until
+from tests.actors._peak import (NAMESPACE, PeakCounter, SleepOut, gated_calls, open_when_in_flight, replicas_answer, sleepy_registry,
+                               wait_until)
 
 pytestmark = [pytest.mark.reliability, pytest.mark.multinode, pytest.mark.timeout(600)]
 
@@ -88,7 +89,7 @@ async def test_removing_a_worker_node_mid_batch_loses_no_write_and_leaks_no_perm
         assert (await orch.snapshot()).notes == acked, "an acknowledged write was lost"
         # Lost replicas are restarted by Ray on the surviving nodes; once they answer, a batch
         # that cannot reach 4 in flight would mean a leaked permit (a slow restart is not one).
-        await asyncio.gather(*(h.ping.remote() for h in pool_for(orch.caller, "sleep").handles()))
+        await replicas_answer(pool_for(orch.caller, "sleep").handles())
         await counter.reset.remote()
         batch = asyncio.ensure_future(parallel_handoff(orch, gated_calls(name, 8, seconds=0.3), SleepOut))
         await open_when_in_flight(counter, 4)  # four bodies inside at once: no permit leaked
