@@ -33,7 +33,7 @@ from cluster.storage import SqliteStore, StoreReadOnly, StoreWriteFailed
 from tests._waits import HANG_GUARD_S, process_gone
 from tests.actors._peak import SleepOut, gated_calls, new_counter, open_when_in_flight, replicas_answer, sleepy_registry, wait_until
 
-pytestmark = [pytest.mark.reliability, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.reliability, pytest.mark.timeout(900)]
 
 DRIVER = Path(__file__).with_name("_driver.py")
 REPO = Path(__file__).resolve().parents[2]

@@ -23,7 +23,7 @@ from tests._waits import process_gone
 from tests.actors._peak import (NAMESPACE, PeakCounter, SleepOut, gated_calls, open_when_in_flight, replicas_answer, sleepy_registry,
                                wait_until)
 
-pytestmark = [pytest.mark.reliability, pytest.mark.multinode, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.reliability, pytest.mark.multinode, pytest.mark.timeout(900)]
 
 
 class Tally(BaseModel):
