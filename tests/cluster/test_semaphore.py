@@ -217,7 +217,17 @@ async def test_permits_of_a_killed_holder_are_recovered_after_the_ttl(short_ttl_
 # ------------------------------------------------------------------- control is never starved
 
 
-async def test_release_returns_quickly_while_two_thousand_acquires_are_parked(sem: ClusterSemaphore) -> None:
+@pytest.fixture
+def unexpiring_sem() -> Iterator[ClusterSemaphore]:
+    """A TTL no heartbeat delay reaches: with 2,000 calls queued from this process, a busy
+    machine can delay its renewals past 30 s, and expiries would grant waiters behind the test's back."""
+    semaphore = ClusterSemaphore(f"test-{uuid.uuid4().hex[:12]}", ttl_s=3600.0)
+    yield semaphore
+    semaphore.destroy()
+
+
+async def test_release_returns_quickly_while_two_thousand_acquires_are_parked(unexpiring_sem: ClusterSemaphore) -> None:
+    sem = unexpiring_sem
     held = [await sem.acquire() for _ in range(4)]
     parked = [asyncio.ensure_future(sem.acquire()) for _ in range(2000)]
     await _wait_for(sem, lambda s: s.waiting == 2000)
