@@ -18,7 +18,7 @@ from benchmarks import BenchReport, measure_names, preset, run_benchmarks_async
 from benchmarks.config import BenchConfig
 from cluster.cli import main
 
-pytestmark = [pytest.mark.ray, pytest.mark.multinode, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.ray, pytest.mark.multinode, pytest.mark.timeout(900)]
 
 # Measures that skip (with a reason) where an optional piece is missing: LangGraph (the
 # ``bench`` extra) for the peer, /proc (Linux) for peak memory.
