@@ -69,6 +69,10 @@ class Intervals:
             "pids": sorted({pid for _, _, pid in self.open.values()}),
         }
 
+    def dump(self) -> dict[str, Any]:
+        """Every interval as recorded (for a failure message)."""
+        return {"open": dict(self.open), "closed": sorted(self.closed)}
+
     def spans(self, tag: str) -> list[tuple[float, float]]:
         return [(s, e) for s, e, t, _ in self.closed if t == tag]
 
@@ -118,8 +122,11 @@ def cap_registry(**kwargs: Any) -> SkillRegistry:
         body = uuid.uuid4().hex
         intervals = _actor(inp.intervals)
         waited = time.monotonic() - inp.sent_at if inp.sent_at else 0.0
-        await intervals.enter.remote(body, inp.tag, os.getpid(), waited)
         try:
+            # Inside the try: a body cancelled while its start report is on the way must
+            # still report its end, or its interval would stay open for ever. The two calls
+            # come from one process to one actor, so the end never arrives before the start.
+            await intervals.enter.remote(body, inp.tag, os.getpid(), waited)
             deadline = time.monotonic() + inp.seconds
             while (await _actor(inp.gate).is_open.remote()) is False if inp.gate else time.monotonic() < deadline:
                 intervals.tick.remote(body)
