@@ -18,7 +18,8 @@ import pytest
 import ray
 from pydantic import BaseModel
 
-from actors import Orchestrator
+from actors import Orchestrator, pool_for
+from tests.actors._peak import replicas_answer
 from tests.reliability._cap_support import Intervals, cap_registry, new_named, wait_for
 
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(900), pytest.mark.usefixtures("ray_session")]
@@ -47,9 +48,15 @@ async def _line(proc: subprocess.Popen[str], prefix: str) -> str:
             return line.strip()
 
 
-async def _race(runs: list[str], intervals_name: str, intervals) -> dict[str, float]:
-    """Two driver processes hand off back to back for SECONDS each; their shares of grants."""
-    drivers = [_driver("fair", run, intervals_name, tag, str(SECONDS)) for run, tag in zip(runs, ("a", "b"))]
+async def _race(runs: list[Orchestrator], intervals_name: str, intervals) -> dict[str, float]:
+    """Two driver processes hand off back to back for SECONDS each; their shares of grants.
+
+    The runs' subagent replicas are started first: on a busy machine starting a pool's
+    processes takes seconds, and the race measures how permits are shared, not that.
+    """
+    for run in {id(r): r for r in runs}.values():
+        await replicas_answer(pool_for(run.caller, "work").handles())
+    drivers = [_driver("fair", run.name, intervals_name, tag, str(SECONDS)) for run, tag in zip(runs, ("a", "b"))]
     try:
         for d in drivers:
             await _line(d, "READY")
@@ -76,7 +83,7 @@ async def test_two_processes_on_one_run_each_get_at_least_forty_percent_of_the_g
     intervals_name, intervals = new_named(Intervals)
     orch = Orchestrator(Empty(), caller=cap_registry(replicas=4), name=f"fair-{intervals_name}")
     try:
-        shares = await _race([orch.name, orch.name], intervals_name, intervals)
+        shares = await _race([orch, orch], intervals_name, intervals)
         assert min(shares.values()) >= 0.4, shares
     finally:
         await orch.close()
@@ -89,7 +96,7 @@ async def test_two_runs_on_one_shared_scope_each_get_at_least_forty_percent_of_t
     runs = [Orchestrator(Empty(), caller=cap_registry(replicas=4), name=f"fair-{tag}-{intervals_name}", semaphore_scope=scope)
             for tag in ("a", "b")]
     try:
-        shares = await _race([r.name for r in runs], intervals_name, intervals)
+        shares = await _race(runs, intervals_name, intervals)
         assert min(shares.values()) >= 0.4, shares
     finally:
         for run in runs:
