@@ -36,6 +36,7 @@ from actors.callers.nested import OrchestratorCaller
 from actors.callers.protocol import (
     DEFAULT_POOL,
     DiscoversTools,
+    Interruptible,
     PooledCaller,
     TextContent,
     ToolCaller,
@@ -116,7 +117,7 @@ __all__ = [
     # handoffs
     "HandoffSettings", "HandoffTarget", "pool_for", "PoolStatistics", "WarmPermits",
     # callers
-    "PooledCaller", "DiscoversTools", "DEFAULT_POOL", "CompositeCaller", "OrchestratorCaller",
+    "PooledCaller", "DiscoversTools", "Interruptible", "DEFAULT_POOL", "CompositeCaller", "OrchestratorCaller",
     "McpServer", "McpTool", "McpToolCaller", "close_mcp_sessions",
     "LlmCaller", "LlmConfig", "ChatInput", "ChatOutput", "chat", "tool_call_transitions",
     # managed agents

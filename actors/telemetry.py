@@ -36,8 +36,8 @@ except ImportError:  # exercised by tests/actors/test_tracing_without_otel.py
 
 __all__ = [
     "handoff_span", "parallel_span", "subagent_span", "subagent_call", "current_carrier", "tracing_available",
-    "tracing_enabled", "set_tracing_enabled", "mark_handoff", "mark_error", "measured_apply", "holding_permit",
-    "record_handoff", "record_snapshot", "batch_finished", "handoff_outcome",
+    "tracing_enabled", "set_tracing_enabled", "mark_handoff", "mark_error", "measured_apply", "in_flight", "record_semaphore_wait",
+    "record_subagent_call", "record_handoff", "record_snapshot", "batch_finished", "handoff_outcome",
 ]
 
 _TRACER_NAME = "soloist"
@@ -187,10 +187,20 @@ def record_handoff(orchestrator: str, skill: str, error: BaseException | None, s
     metrics.record_handoff(orchestrator, skill, handoff_outcome(error), seconds)
 
 
+def record_subagent_call(orchestrator: str, skill: str, node: str, outcome: str) -> None:
+    """``soloist_subagent_calls_total`` for a handoff, counted by the requester: the
+    subagent does not know the run's name (see ``actors.handoffs.pools``)."""
+    metrics.record_subagent_call(orchestrator, skill, node, outcome)
+
+
+def record_semaphore_wait(orchestrator: str, seconds: float) -> None:
+    """How long a handoff's subagent waited for its permit (it reports the wait back)."""
+    metrics.record_semaphore_wait(orchestrator, seconds)
+
+
 @contextlib.contextmanager
-def holding_permit(orchestrator: str, waiting_since: float) -> Iterator[None]:
-    """Entered once a permit is granted: records the wait and counts the handoff in flight."""
-    metrics.record_semaphore_wait(orchestrator, time.perf_counter() - waiting_since)
+def in_flight(orchestrator: str) -> Iterator[None]:
+    """Counts a handoff in flight from its dispatch to its answer."""
     metrics.add_in_flight(orchestrator, 1)
     try:
         yield

@@ -25,7 +25,6 @@ from pydantic import BaseModel
 from actors import Orchestrator, SkillRegistry, ToolCallResult
 from benchmarks.config import BenchConfig
 from cluster import metrics
-from cluster.semaphore import ClusterSemaphore
 
 __all__ = [
     "BenchContext", "Progress", "NoopIn", "NoopOut", "SleepIn", "SleepOut", "Counter", "bump", "make_registry",
@@ -213,13 +212,8 @@ def run_name(prefix: str) -> str:
 
 
 async def close_run(orch: Orchestrator[Any]) -> None:
-    """Close an orchestrator and destroy its (detached) semaphore actor, if it made one."""
+    """Close an orchestrator; its semaphore actor ends with it (the last run of its scope)."""
     await orch.close()
-    try:
-        ray.get_actor(f"soloist:sem:{orch.handoff_settings().semaphore_scope}", namespace="soloist")
-    except ValueError:
-        return  # the run never handed off: there is no semaphore to destroy
-    ClusterSemaphore(orch.handoff_settings().semaphore_scope).destroy()
 
 
 # -------------------------------------------------------------------- timing

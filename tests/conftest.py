@@ -9,8 +9,9 @@ shuts it down after the last test. Multi-node modules stop it and build their ow
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from typing import Any
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import pytest
 
@@ -23,21 +24,42 @@ if "SOLOIST_HOME" not in os.environ:
 
     os.environ["SOLOIST_HOME"] = tempfile.mkdtemp(prefix="soloist-home-tests-")
 
+_T = TypeVar("_T")
+
 _OBJECT_STORE_BYTES = 300 * 1024 * 1024
+
+_STARTUP_ATTEMPTS = 3
+
+
+def _start_with_retry(start: Callable[[], _T], undo: Callable[[], None]) -> _T:
+    """Start Ray processes, again if Ray gave up waiting for its raylet to register.
+
+    Ray allows a node a fixed 30 s to come up; on a machine whose cores are all busy it can
+    take longer. That is a clock inside Ray, not a failure of the code under test.
+    """
+    for attempt in range(1, _STARTUP_ATTEMPTS + 1):
+        try:
+            return start()
+        except Exception as exc:  # Ray raises a plain Exception for this one case
+            if "timed out during startup" not in str(exc) or attempt == _STARTUP_ATTEMPTS:
+                raise
+            warnings.warn(f"Ray startup attempt {attempt} timed out on a busy machine; retrying", stacklevel=2)
+            undo()
+    raise AssertionError("unreachable")
 
 
 def _start_session_ray() -> None:
     import ray
 
     if not ray.is_initialized():
-        ray.init(
+        _start_with_retry(lambda: ray.init(
             address="local",  # never join a cluster another test or process left running
             num_cpus=4,
             include_dashboard=False,
             object_store_memory=_OBJECT_STORE_BYTES,
             log_to_driver=True,
             namespace="soloist-tests",
-        )
+        ), ray.shutdown)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

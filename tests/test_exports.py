@@ -37,7 +37,7 @@ EXPORTS: dict[str, dict[str, list[str]]] = {
         "what a handoff reads of its run, and the pools/permits behind it (inspected by tests and benchmarks)": [
             "HandoffSettings", "HandoffTarget", "pool_for", "PoolStatistics", "WarmPermits"],
         "the pooled-caller protocol and the callers soloist ships": [
-            "PooledCaller", "DiscoversTools", "DEFAULT_POOL", "CompositeCaller", "OrchestratorCaller", "McpServer",
+            "PooledCaller", "DiscoversTools", "Interruptible", "DEFAULT_POOL", "CompositeCaller", "OrchestratorCaller", "McpServer",
             "McpTool", "McpToolCaller", "close_mcp_sessions", "LlmCaller", "LlmConfig", "ChatInput", "ChatOutput",
             "chat", "tool_call_transitions"],
         "managed agents: the lifecycle union's members, its one guard and the projections": [
@@ -74,6 +74,7 @@ EXPORTS: dict[str, dict[str, list[str]]] = {
     "cluster.semaphore": {
         "the semaphore's client and its pure lease table (unit-tested without Ray)": [
             "ClusterSemaphore", "Lease", "SemaphoreStatistics", "HARD_MAX_PERMITS", "LeaseTable"],
+        "the answer an actor holding guarded leases gives the semaphore's probe": ["held_by_this_process"],
     },
     "cluster.metrics": {
         "recording and serving the fixed metric names": [

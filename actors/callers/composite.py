@@ -17,6 +17,7 @@ from typing import Any
 from actors.callers.protocol import (
     DEFAULT_POOL,
     DiscoversTools,
+    Interruptible,
     PooledCaller,
     ToolCaller,
     ToolCallResult,
@@ -82,6 +83,14 @@ class CompositeCaller:
             who = " and ".join(_label(m, i) for i, m in owners)
             raise AmbiguousTool(f"the tool {name!r} is served by {who}; give one of them a prefix so every name has one owner")
         return owners[0][1]
+
+    def interruptible(self, name: str) -> bool:
+        """Whether cancelling ``name`` stops its work (asked of the member that serves it)."""
+        try:
+            member = self.resolve(name)
+        except LookupError:
+            return True  # the call fails at once: nothing runs
+        return member.interruptible(name) if isinstance(member, Interruptible) else True
 
     def pool_options(self, name: str) -> tuple[int, float]:
         """``(replicas, num_cpus)`` of the owning member's pool for ``name``."""

@@ -12,7 +12,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["TextContent", "ToolCallResult", "ToolCaller", "PooledCaller", "DiscoversTools", "DEFAULT_POOL"]
+__all__ = ["TextContent", "ToolCallResult", "ToolCaller", "PooledCaller", "DiscoversTools", "Interruptible", "DEFAULT_POOL"]
 
 DEFAULT_POOL: tuple[int, float] = (4, 0.0)
 """``(replicas, num_cpus)`` of the subagent pool of a caller that is not a ``PooledCaller``."""
@@ -107,4 +107,18 @@ class DiscoversTools(Protocol):
 
     async def list_tools(self) -> list[Any]:
         """Ask for the tools now (what is returned depends on the caller); afterwards ``names()``/``owns()`` know them."""
+        ...
+
+
+@runtime_checkable
+class Interruptible(Protocol):
+    """A caller some of whose tools cannot be stopped once started (a skill run in a thread).
+
+    Cancelling or timing out such a tool leaves its body running to its end; its subagent
+    keeps the body's permit until then and the timeout error says so. A caller that does
+    not implement this protocol is taken to stop every tool it is asked to cancel.
+    """
+
+    def interruptible(self, name: str) -> bool:
+        """Whether cancelling a call of tool ``name`` stops its body."""
         ...

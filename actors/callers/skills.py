@@ -27,6 +27,26 @@ __all__ = ["SkillRegistry", "SkillSpec"]
 _log = logging.getLogger(__name__)
 
 
+async def _run_to_the_end(fn: Callable[..., Any], inp: Any) -> Any:
+    """Run a sync skill in a thread and return only once it has returned, even when the
+    awaiting task is cancelled meanwhile (the cancellation is then re-raised): a thread
+    cannot be interrupted, and whoever awaits this must not believe the body has stopped
+    (the subagent gives the body's permit back when this returns)."""
+    thread = asyncio.ensure_future(asyncio.to_thread(fn, inp))
+    cancelled = False
+    while True:
+        try:
+            out = await asyncio.shield(thread)
+            break
+        except asyncio.CancelledError:
+            if thread.done():
+                raise
+            cancelled = True  # keep waiting for the thread; cancel once it has returned
+    if cancelled:
+        raise asyncio.CancelledError
+    return out
+
+
 class SkillSpec(BaseModel):
     """A registered skill: its function, its types and how its subagent pool is sized."""
 
@@ -132,6 +152,12 @@ class SkillRegistry:
     def spec(self, name: str) -> SkillSpec | None:
         return self._skills.get(name)
 
+    def interruptible(self, name: str) -> bool:
+        """Whether cancelling a call of ``name`` stops its body: async skills yes; sync
+        skills run in a thread that cannot be stopped, so they run to their end."""
+        spec = self._skills.get(name)
+        return spec is None or spec.is_async
+
     def pool_options(self, name: str) -> tuple[int, float]:
         """``(replicas, num_cpus)`` of the named skill's subagent pool."""
         spec = self._skills.get(name)
@@ -157,7 +183,7 @@ class SkillRegistry:
             if spec.is_async:
                 out = await spec.fn(inp)
             else:
-                out = await asyncio.to_thread(spec.fn, inp)
+                out = await _run_to_the_end(spec.fn, inp)
         except Exception as exc:
             _log.warning("skill %s raised %s: %s", name, type(exc).__name__, exc, extra={"component": "subagent", "skill": name})
             return ToolCallResult.error(f"skill {name!r} raised {type(exc).__name__}: {exc}")

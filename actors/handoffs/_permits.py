@@ -1,17 +1,20 @@
-"""Warm permits: this process's leases on one semaphore scope, reused between handoffs.
+"""Warm permits: one process's leases on one semaphore scope, reused between handoffs.
 
-Taking a permit from the cluster-wide semaphore costs a round trip to its actor, and so
-does giving it back: two of the three round trips of a no-op handoff. A handoff that ends
-well hands its lease to this cache instead; the next handoff of this process (the next item
-of a parallel batch, or the next sequential handoff) takes it back at no cost. A lease
-left idle for ``linger`` seconds is released by a reaper thread.
+They live in the subagent replica that runs skill bodies (see ``actors.handoffs.pools``): the
+replica takes a permit before a body starts and gives it back only once the body has really
+returned. A lease given back is kept idle for ``linger`` seconds, and the next body this
+replica starts takes it at no cost (no round trip to the semaphore actor).
 
-Why the cap still holds: in-flight handoffs never exceed the leases this process holds, and
-the semaphore bounds held leases cluster-wide; caching changes how long a lease lives, not
-how many exist. A lease is reused only under the cap it was granted for, so lowering
-``set_max_parallel`` takes effect at once. Failed or cancelled handoffs release their lease
-immediately. Idle leases are still renewed by the semaphore's heartbeat; a process that
-dies loses them after the semaphore's TTL, like any other lease.
+Why reuse never breaks the cap or fairness:
+  - fencing: an idle lease is reused only while ``ClusterSemaphore.holds`` says the
+    semaphore surely still holds it under the same generation; a lease a renewal reported
+    lost is never reused, and a lease granted under another cap is released instead.
+  - fairness: a watch thread follows the semaphore's "someone is waiting" signal; while any
+    request waits, idle leases are released at once and nothing is reused, so every permit
+    goes through the semaphore's FIFO queue. A waiter can be overtaken only by reuses that
+    start within one message latency of its arrival, never for longer.
+  - in-flight bodies never exceed the leases this process holds, and the semaphore bounds
+    held leases cluster-wide: caching changes how long a lease lives, not how many exist.
 """
 
 from __future__ import annotations
@@ -20,104 +23,176 @@ import atexit
 import logging
 import threading
 import time
+from typing import Any
+
+import ray
 
 from cluster.process import Table, process_registry
 from cluster.semaphore import ClusterSemaphore, Lease
 
-__all__ = ["WarmPermits", "DEFAULT_LINGER_S", "permits_for", "release_idle_permits"]
+__all__ = ["WarmPermits", "DEFAULT_LINGER_S", "permits_for", "drop_permits", "release_idle_permits"]
 
 _log = logging.getLogger(__name__)
+_LOG_EXTRA = {"component": "warm-permits"}
 
-#: How long an idle lease waits for reuse before it is released. Short: other processes
-#: waiting on the same scope are delayed by at most this much.
+#: How long an idle lease waits for reuse before it is released (when nobody waits).
 DEFAULT_LINGER_S = 0.025
 
 
 class WarmPermits:
-    """Leases of one scope held by this process, idle ones kept for ``linger`` seconds."""
+    """Leases of one scope held by this process, idle ones kept for ``linger`` seconds.
 
-    def __init__(self, semaphore: ClusterSemaphore, *, linger: float = DEFAULT_LINGER_S) -> None:
+    ``owner`` is the handle of the actor this runs in, when that actor runs the work the
+    permits admit (its leases are then guarded: see ``ClusterSemaphore.acquire``).
+    """
+
+    def __init__(self, semaphore: ClusterSemaphore, *, owner: Any = None, linger: float = DEFAULT_LINGER_S) -> None:
         self._semaphore = semaphore
+        self._owner = owner
         self._linger = linger
         self._lock = threading.Lock()
         # Idle leases, most recently returned last, with the time they went idle. Only
-        # touched under _lock (handoffs may run on several threads' event loops).
+        # touched under _lock (bodies finish on several threads' event loops).
         self._idle: list[tuple[Lease, float]] = []
+        # True while the semaphore reports a waiting request: no reuse, no idling.
+        self._contended = False
         self._reaper: threading.Thread | None = None
+        self._watcher: threading.Thread | None = None
+        self._closed = threading.Event()
         self._reused = 0
-        # A driver that exits gives its idle leases back at once instead of letting them
+        # A process that exits gives its idle leases back at once instead of letting them
         # expire after the semaphore's TTL (other processes of the scope would wait that long).
         atexit.register(self._release_at_exit)
 
     @property
     def reused(self) -> int:
-        """How many handoffs took a warm lease instead of asking the semaphore."""
+        """How many takes got a warm lease instead of asking the semaphore."""
         return self._reused
 
+    @property
+    def semaphore(self) -> ClusterSemaphore:
+        return self._semaphore
+
     async def take(self, limit: int) -> Lease:
-        """A lease for a cap of ``limit``: a warm one if this process has it, else a new one."""
+        """A lease for a cap of ``limit``: a warm one if this process has a valid one and
+        nobody waits, else a new one from the semaphore (in its FIFO order)."""
+        self._start_watch()
         stale: list[Lease] = []
         warm: Lease | None = None
         with self._lock:
-            while self._idle and warm is None:
+            while self._idle and warm is None and not self._contended:
                 lease, _ = self._idle.pop()
-                if lease.limit == limit:
+                if lease.limit == limit and self._semaphore.holds(lease):
                     warm = lease
                 else:
-                    stale.append(lease)  # granted under another cap: give it back
+                    stale.append(lease)  # another cap, or no longer surely ours: give it back
             if warm is not None:
                 self._reused += 1
         for lease in stale:
-            self._semaphore.release_nowait(lease)
+            self._release(lease)
         if warm is not None:
             return warm
-        return await self._semaphore.acquire(limit=limit)
+        return await self._semaphore.acquire(limit=limit, owner=self._owner)
 
     def give_back(self, lease: Lease, *, reuse: bool) -> None:
-        """End of a handoff: keep ``lease`` warm (``reuse``) or release it now."""
-        if not reuse:
-            self._semaphore.release_nowait(lease)
-            return
+        """The work ``lease`` admitted has returned: keep it warm (``reuse``) or release it."""
         with self._lock:
-            self._idle.append((lease, time.monotonic()))
-            if self._reaper is None:
-                self._reaper = threading.Thread(target=self._reap_forever, name="soloist-warm-permits", daemon=True)
-                self._reaper.start()
+            keep = reuse and not self._contended and not self._closed.is_set()
+            if keep:
+                self._idle.append((lease, time.monotonic()))
+                if self._reaper is None:
+                    self._reaper = threading.Thread(target=self._reap_forever, name="soloist-warm-permits", daemon=True)
+                    self._reaper.start()
+        if not keep:
+            self._release(lease)
 
     def release_idle(self) -> int:
         """Release every idle lease now; returns how many."""
         with self._lock:
             idle, self._idle = self._idle, []
         for lease, _ in idle:
-            self._semaphore.release_nowait(lease)
+            self._release(lease)
         return len(idle)
+
+    def close(self) -> None:
+        """Release idle leases and stop keeping any (the scope is going away)."""
+        self._closed.set()
+        self.release_idle()
+
+    def _release(self, lease: Lease) -> None:
+        try:
+            self._semaphore.release_nowait(lease)
+        except Exception as exc:  # the actor is gone: the lease went with it
+            _log.info("could not release lease %s: %s", lease.lease_id, exc, extra=_LOG_EXTRA)
 
     def _release_at_exit(self) -> None:
         try:
             self.release_idle()
         except Exception as exc:  # Ray already gone: the leases expire after the TTL instead
-            _log.debug("could not release idle leases at exit: %s", exc, extra={"component": "warm-permits"})
+            _log.debug("could not release idle leases at exit: %s", exc, extra=_LOG_EXTRA)
+
+    def _start_watch(self) -> None:
+        if self._watcher is not None:
+            return
+        with self._lock:
+            if self._watcher is None:
+                self._watcher = threading.Thread(target=self._watch_forever, name="soloist-permit-watch", daemon=True)
+                self._watcher.start()
+
+    def _watch_forever(self) -> None:
+        contended = False
+        while not self._closed.is_set():
+            try:
+                contended = bool(ray.get(self._semaphore.watch_ref(contended)))
+            except ray.exceptions.RayError as exc:
+                _log.info("semaphore %s: stopped watching for waiters: %s", self._semaphore.scope, exc, extra=_LOG_EXTRA)
+                with self._lock:
+                    self._contended = True  # no reuse against a semaphore we cannot hear
+                self.release_idle()
+                return
+            with self._lock:
+                self._contended = contended
+            if contended:
+                self.release_idle()
 
     def _reap_forever(self) -> None:
-        while True:
+        while not self._closed.is_set():
             time.sleep(self._linger / 2)
             cutoff = time.monotonic() - self._linger
             with self._lock:
                 expired = [lease for lease, since in self._idle if since <= cutoff]
                 self._idle = [(lease, since) for lease, since in self._idle if since > cutoff]
             for lease in expired:
-                self._semaphore.release_nowait(lease)
+                self._release(lease)
 
 
-# This process's warm permits, per (Ray session, scope).
+# This process's warm permits, per (Ray session, scope). In a subagent replica they are
+# the replica's guarded leases; a driver process never holds any (it holds no permit).
 _PERMITS: Table[str, WarmPermits] = process_registry().table("handoffs.warm_permits", per_session=True)
 
 
-def permits_for(scope: str) -> WarmPermits:
-    """This process's warm permits on ``scope`` (per Ray session: old handles are useless)."""
-    return _PERMITS.get_or_create(scope, lambda: WarmPermits(ClusterSemaphore(scope)))
+def permits_for(scope: str, owner: Any = None) -> WarmPermits:
+    """This process's warm permits on ``scope``, joined to the scope's live semaphore actor.
+
+    ``owner``: the handle of the actor running the admitted work (its leases are guarded).
+    Raises ``SemaphoreUnavailable`` when no actor serves ``scope`` (every run using it was
+    closed): a replica never creates a scope's actor, only a run does.
+    """
+    permits = _PERMITS.get(scope)
+    if permits is not None:
+        return permits
+    # Built outside the table's lock: joining the actor is a round trip and touches the
+    # semaphore's own heartbeat table (see ``cluster.process`` on lock discipline).
+    fresh = WarmPermits(ClusterSemaphore.existing(scope), owner=owner)
+    return _PERMITS.get_or_create(scope, lambda: fresh)
+
+
+def drop_permits(scope: str, permits: WarmPermits) -> None:
+    """Forget ``permits`` (its scope's actor retired or was re-created) and close it."""
+    _PERMITS.discard(scope, permits)
+    permits.close()
 
 
 def release_idle_permits(scope: str) -> int:
-    """Give back this process's idle leases on ``scope`` now (an orchestrator closing)."""
+    """Give back this process's idle leases on ``scope`` now (its run is closing)."""
     return sum(p.release_idle() for p in _PERMITS.select(lambda s: s == scope))

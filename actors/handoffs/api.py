@@ -1,9 +1,12 @@
 """``handoff`` and ``parallel_handoff``: typed calls to subagents under the cluster-wide cap.
 
-A handoff turns a ``Call``'s input into a JSON-clean dict, takes a permit from the run's
-cluster-wide semaphore, runs the tool in a subagent actor of the caller's pool, gives the
-permit back and decodes the tool's JSON text into ``out_type``. State never travels: the
-caller builds the input from a snapshot and merges the output back with ``apply``.
+A handoff turns a ``Call``'s input into a JSON-clean dict, sends it to a subagent actor of
+the caller's pool, and decodes the tool's JSON text into ``out_type``. The subagent takes
+the permit of the run's cluster-wide semaphore before the body starts and gives it back
+once the body has returned (``actors.handoffs.pools`` has the safety argument): the requester
+holds no permit, so cancelling, timing out or pausing it never frees a permit early.
+State never travels: the caller builds the input from a snapshot and merges the output
+back with ``apply``.
 """
 
 from __future__ import annotations
@@ -29,8 +32,7 @@ from actors.exceptions import (
     SubagentLost,
     ToolReportedError,
 )
-from actors.handoffs._permits import permits_for
-from actors.handoffs.pools import pool_for
+from actors.handoffs.pools import PermitRequest, SubagentReply, pool_for
 from actors.handoffs.settings import HandoffSettings, HandoffTarget
 
 __all__ = ["Call", "Result", "handoff", "parallel_handoff"]
@@ -42,7 +44,9 @@ class Call(BaseModel):
     """One handoff: a skill name and its input (a pydantic model, a dict, or None -> ``{}``).
 
     ``timeout`` (seconds) bounds the subagent call once its permit is granted; the item then
-    fails with ``TimeoutError`` and the subagent's work is cancelled.
+    fails with ``TimeoutError``. An async skill is cancelled; a sync skill cannot be stopped
+    in its thread, so it runs to its end and keeps its permit until then (the error says
+    which happened).
     """
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
@@ -124,29 +128,47 @@ def _decode(skill: str, result: ToolCallResult, out_type: Any) -> Any:
         raise DecodingError(skill, f"handoff {skill!r}: decoding output as {_type_name(out_type)} failed: {exc}") from exc
 
 
+def _timed_out(skill: str, timeout: float | None, reply: SubagentReply) -> TimeoutError:
+    if reply.stopped:
+        return TimeoutError(f"handoff {skill!r} timed out after {timeout}s; the subagent's work was cancelled")
+    return TimeoutError(
+        f"handoff {skill!r} timed out after {timeout}s; the skill is synchronous and cannot be interrupted: "
+        "it runs to its end in its subagent, which keeps its permit until it returns"
+    )
+
+
 async def _call_subagent(
-    caller: Any, skill: str, arguments: dict[str, Any], timeout: float | None, orchestrator: str = ""
+    caller: Any, skill: str, arguments: dict[str, Any], permit: PermitRequest, orchestrator: str
 ) -> ToolCallResult:
     pool = pool_for(caller, skill)
     slot, actor = pool.pick()
-    ref = actor.call.remote(skill, arguments, telemetry.current_carrier(), orchestrator)
+    ref = actor.handoff_call.remote(skill, arguments, telemetry.current_carrier(), permit)
+    outcome, node = "error", ""
     try:
-        if timeout is None:
-            return await ref
-        return await asyncio.wait_for(asyncio.ensure_future(ref), timeout)
+        reply: SubagentReply = await ref
+        node = reply.node
+        telemetry.record_semaphore_wait(orchestrator, reply.waited_s)
+        if reply.timed_out:
+            outcome = "cancelled"
+            raise _timed_out(skill, permit.timeout, reply)
+        assert reply.result is not None
+        outcome = "tool_error" if reply.result.is_error else "ok"
+        return reply.result
     except ray.exceptions.RayTaskError as exc:
         # First: Ray's error for a caller that raised TimeoutError also *is* a TimeoutError.
         cause = exc.cause if isinstance(exc.cause, BaseException) else exc
         raise CallerFailed(skill, f"handoff {skill!r}: the caller failed: {type(cause).__name__}: {cause}") from cause
-    except asyncio.TimeoutError:
-        ray.cancel(ref)
-        raise TimeoutError(f"handoff {skill!r} timed out after {timeout}s; the subagent's work was cancelled") from None
     except asyncio.CancelledError:
+        # The subagent cancels the body; its permit is given back when the body has returned
+        # (for a sync skill: when its thread does, see ``Interruptible``).
+        outcome = "cancelled"
         ray.cancel(ref)
         raise
     except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError, ray.exceptions.NodeDiedError) as exc:
         pool.forget(slot, actor)
         raise SubagentLost(skill, f"handoff {skill!r}: the subagent serving it was lost ({type(exc).__name__}); retry the call") from exc
+    finally:
+        telemetry.record_subagent_call(orchestrator, skill, node, outcome)
 
 
 async def _dispatch(run: HandoffSettings, call: Call, out_type: Any, *, limit: int, timeout: float | None) -> Any:
@@ -164,18 +186,11 @@ async def _dispatch(run: HandoffSettings, call: Call, out_type: Any, *, limit: i
     logger = run.logger
     started = time.perf_counter()
     error: BaseException | None = None
+    permit = PermitRequest(scope=run.semaphore_scope, limit=limit, timeout=timeout)
     with telemetry.handoff_span(run.tracer, skill) as span:
         try:
-            waiting_since = time.perf_counter()
-            permits = permits_for(run.semaphore_scope)
-            lease = await permits.take(limit)
-            answered = False
-            try:
-                with telemetry.holding_permit(run.name, waiting_since):
-                    result = await _call_subagent(caller, skill, arguments, timeout, run.name)
-                answered = True
-            finally:
-                permits.give_back(lease, reuse=answered)  # a failed or cancelled call frees its permit now
+            with telemetry.in_flight(run.name):
+                result = await _call_subagent(caller, skill, arguments, permit, run.name)
             return _decode(skill, result, out_type)
         except BaseException as exc:
             error = exc
@@ -217,7 +232,8 @@ async def parallel_handoff(
 
     ``results[i]`` is the outcome of ``calls[i]``; a failed item carries its exception in
     ``Result.error`` and never fails the batch. Cancelling the awaiting task cancels the
-    subagents' in-flight work, starts nothing new and frees every permit before it returns.
+    subagents' in-flight work and starts nothing new; each permit is freed by its subagent
+    once its body has stopped (a synchronous body: once its thread has returned).
     """
     _check_orchestrator(orch)
     calls = list(calls)
@@ -250,7 +266,7 @@ async def parallel_handoff(
         except BaseException:
             for w in workers:
                 w.cancel()
-            await asyncio.wait(workers)  # every permit released, every subagent call cancelled
+            await asyncio.wait(workers)  # every subagent call cancelled; permits follow their bodies
             raise
         telemetry.mark_error(span, sum(1 for r in results if r is not None and r.error is not None))
     telemetry.batch_finished()

@@ -1,18 +1,33 @@
 """Stateless subagent actors and the per-skill pools that spread them over the cluster.
 
 A subagent holds a pickled ``ToolCaller`` and nothing else: no state, no handle to any
-orchestrator. It receives a tool name and JSON arguments derived from a snapshot and
-returns a ``ToolCallResult``. Pools are named actors in the ``soloist`` namespace, so every
+orchestrator, not even the run's name. It receives a tool name, JSON arguments derived
+from a snapshot and a ``PermitRequest`` (the scope's id, the cap, the call's timeout), and
+returns a ``SubagentReply``. Pools are named actors in the ``soloist`` namespace, so every
 process handing off for the same caller shares them; a replica that died is replaced on
 the next call that needs it.
+
+The permit follows the work (the safety argument of the cap): the replica that runs a
+skill body takes the permit itself, as a lease *guarded* by its own actor, right before the
+body starts, and gives it back from the body's own completion, never earlier:
+  - a requester that is cancelled, times out or is paused holds no permit, so it neither
+    grows the cap nor blocks it past the end of its work;
+  - a body that cannot be interrupted (a synchronous skill in a thread) keeps its permit
+    until it returns; the timeout error says so;
+  - a replica that is paused keeps its permits (its bodies are paused with it and go on
+    when it resumes); a replica that dies or is restarted loses them, on Ray's verdict.
+So the number of bodies executing never exceeds the number of leases held, which the
+semaphore bounds by the cap, whatever is cancelled, timed out, paused or killed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 import logging
 import threading
+import time
 from typing import Any
 
 import cloudpickle
@@ -20,14 +35,49 @@ import ray
 from pydantic import BaseModel, ConfigDict
 
 from actors.agents.managed import AgentConfig
-from actors.callers.protocol import DEFAULT_POOL, PooledCaller, ToolCallResult
-from actors.telemetry import subagent_call
+from actors.callers.protocol import DEFAULT_POOL, Interruptible, PooledCaller, ToolCallResult
+from actors.handoffs._permits import drop_permits, permits_for
+from actors.telemetry import subagent_call, subagent_span
 from cluster.connect import SOLOIST_NAMESPACE
+from cluster.exceptions import SemaphoreUnavailable
 from cluster.process import Table, WeakIdMap, process_registry
+from cluster.semaphore import held_by_this_process
 
-__all__ = ["SubagentActor", "SubagentPool", "pool_for", "PoolStatistics", "create_replica", "track", "untrack"]
+__all__ = [
+    "SubagentActor", "SubagentPool", "pool_for", "PoolStatistics", "create_replica", "track", "untrack",
+    "PermitRequest", "SubagentReply", "interruptible",
+]
 
 _log = logging.getLogger(__name__)
+
+
+class PermitRequest(BaseModel):
+    """What a replica needs to admit one body: the semaphore scope, the cap, the timeout."""
+
+    model_config = ConfigDict(frozen=True)
+
+    scope: str
+    limit: int
+    timeout: float | None = None
+
+
+class SubagentReply(BaseModel):
+    """A handoff call's answer: the tool's result, or that it timed out (and whether its body
+    was stopped or runs on, holding its permit until it returns)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    result: ToolCallResult | None = None
+    timed_out: bool = False
+    stopped: bool = True
+    waited_s: float = 0.0
+    node: str = ""
+
+
+def interruptible(caller: Any, name: str) -> bool:
+    """Whether cancelling ``caller``'s tool ``name`` stops its work: True unless the caller
+    is ``Interruptible`` and says otherwise (a registry's sync skills say False)."""
+    return caller.interruptible(name) if isinstance(caller, Interruptible) else True
 
 
 class SubagentActor:
@@ -36,24 +86,81 @@ class SubagentActor:
     def __init__(self, caller: Any, skill: str) -> None:
         self._caller = caller
         self._skill = skill
+        # Bodies whose requester stopped waiting (timeout) but that still run: kept
+        # referenced until they return and give their permit back.
+        self._orphans: set[asyncio.Future[Any]] = set()
+
+    async def handoff_call(
+        self, name: str, arguments: dict[str, Any], trace_context: dict[str, str] | None, permit: PermitRequest
+    ) -> SubagentReply:
+        """Take a permit of ``permit.scope``, run the tool, give the permit back once the
+        body has returned (see the module docstring)."""
+        me = ray.get_runtime_context().current_actor
+        permits = permits_for(permit.scope, me)
+        started = time.perf_counter()
+        try:
+            lease = await permits.take(permit.limit)
+        except SemaphoreUnavailable:
+            drop_permits(permit.scope, permits)  # the scope was closed (or re-created): look again once
+            permits = permits_for(permit.scope, me)
+            lease = await permits.take(permit.limit)
+        waited = time.perf_counter() - started
+        work = asyncio.ensure_future(self._run_tool(name, arguments, trace_context))
+
+        def body_returned(fut: asyncio.Future[Any]) -> None:
+            self._orphans.discard(fut)
+            permits.give_back(lease, reuse=not fut.cancelled() and fut.exception() is None)
+
+        work.add_done_callback(body_returned)
+        try:
+            # asyncio.wait, not wait_for: a tool that itself raises TimeoutError is its own failure.
+            await asyncio.wait({work}, timeout=permit.timeout)
+        except asyncio.CancelledError:
+            work.cancel()  # the body's own completion gives the permit back
+            self._orphans.add(work)
+            raise
+        if not work.done():
+            work.cancel()
+            self._orphans.add(work)
+            return SubagentReply(timed_out=True, stopped=interruptible(self._caller, name), waited_s=waited, node=_node())
+        return SubagentReply(result=work.result(), waited_s=waited, node=_node())
+
+    async def holds_leases(self, lease_ids: list[str]) -> list[bool]:
+        """The semaphore's probe: which of these leases this process still holds."""
+        return held_by_this_process(lease_ids)
 
     async def call(
         self, name: str, arguments: dict[str, Any], trace_context: dict[str, str] | None = None, orchestrator: str = ""
     ) -> ToolCallResult:
+        """Run a tool now, outside any cap (benchmarks and tools that drive replicas
+        directly); handoffs use ``handoff_call``."""
         # The caller's trace context (so the skill's spans nest under its handoff) and the
         # per-node call count, pushed to the metrics collector by a background thread.
         with subagent_call(name, trace_context, orchestrator) as outcome:
             result = await self._caller.call_tool(name, arguments)
             outcome.tool_error = bool(getattr(result, "is_error", False) or (isinstance(result, dict) and result.get("is_error")))
-        if isinstance(result, ToolCallResult):
-            return result
-        return ToolCallResult.model_validate(result if isinstance(result, dict) else result.model_dump())
+        return _as_result(result)
+
+    async def _run_tool(self, name: str, arguments: dict[str, Any], trace_context: dict[str, str] | None) -> ToolCallResult:
+        with subagent_span(name, trace_context):  # the skill's spans nest under its handoff
+            result = await self._caller.call_tool(name, arguments)
+        return _as_result(result)
 
     async def node_id(self) -> str:
-        return ray.get_runtime_context().get_node_id()
+        return _node()
 
     async def ping(self) -> bool:
         return True
+
+
+def _as_result(result: Any) -> ToolCallResult:
+    if isinstance(result, ToolCallResult):
+        return result
+    return ToolCallResult.model_validate(result if isinstance(result, dict) else result.model_dump())
+
+
+def _node() -> str:
+    return ray.get_runtime_context().get_node_id()
 
 
 _RemoteSubagent = ray.remote(SubagentActor)

@@ -46,6 +46,7 @@ from actors.orchestrator.changes import Change
 from actors.interrupts import Interrupt, answer_batch, read_record
 from actors.orchestrator.spec import DEFAULT_KEEP_VERSIONS, DURABILITY_MODES, OrchestratorStatistics, RunSpec
 from cluster.connect import ensure_connected
+from cluster.semaphore import ClusterSemaphore
 from coordinators import ContextSnapshot, StateTransition, TransitionBatch
 
 __all__ = ["Orchestrator", "DEFAULT_MAX_PARALLEL", "HARD_MAX_PARALLEL", "actor_name"]
@@ -143,7 +144,8 @@ class Orchestrator(Generic[S]):
             durability=durability,  # type: ignore[arg-type]
             max_parallel=max_parallel,
             caller=caller,
-            semaphore_scope=semaphore_scope or f"orch:{run_name}",
+            # Not derived from the run's name: subagents get the scope, never the name.
+            semaphore_scope=semaphore_scope or f"orch-{secrets.token_hex(8)}",
             checkpoint_every=checkpoint_every,
             keep_versions=keep_versions,
             keep_days=keep_days,
@@ -157,9 +159,15 @@ class Orchestrator(Generic[S]):
         self._init_handle(handle, spec.name, spec.token, caller=caller, state_type=type(initial),
                           max_parallel=max_parallel, semaphore_scope=spec.semaphore_scope, durable=store_spec is not None)
         self._wait_ready()
+        self._join_semaphore()
         self._track_agents()
 
     # ------------------------------------------------------------ construction
+
+    def _join_semaphore(self) -> None:
+        """Open (or create) the run's semaphore scope and record the run as one of its users,
+        so the scope's actor lives exactly as long as some run uses it."""
+        ClusterSemaphore.join_run(self._semaphore_scope, self._name, self._actor)
 
     def _init_handle(
         self,
@@ -246,6 +254,7 @@ class Orchestrator(Generic[S]):
         self._init_handle(handle, name, spec.token, caller=spec.caller, state_type=type(spec.initial),
                           max_parallel=spec.max_parallel, semaphore_scope=spec.semaphore_scope, durable=True)
         self._wait_ready()
+        self._join_semaphore()
         self._track_agents()
         return self
 
@@ -510,6 +519,13 @@ class Orchestrator(Generic[S]):
             await self._call(OrchestratorActor.close, self._token)
         finally:
             ray.kill(self._actor, no_restart=True)
+            await self._leave_semaphore()
+
+    async def _leave_semaphore(self) -> None:
+        """The run no longer uses its scope: the scope's actor ends once no run does (at
+        once, or when the work of its last held leases has returned)."""
+        outcome = await ClusterSemaphore.leave_run(self._semaphore_scope, self._name)
+        self._logger.debug("left semaphore %s: %s", self._semaphore_scope, outcome or "already gone")
 
     async def _agent_created(self, agent_id: str, kind: str, config: Any, handle: Any) -> None:
         """Runtime bookkeeping (run loops): an actor of the run was (re-)created."""

@@ -10,6 +10,7 @@ from cluster.semaphore.client import (
     ClusterSemaphore,
     Lease,
     SemaphoreStatistics,
+    held_by_this_process,
 )
 
-__all__ = ["ClusterSemaphore", "Lease", "SemaphoreStatistics", "HARD_MAX_PERMITS", "LeaseTable"]
+__all__ = ["ClusterSemaphore", "Lease", "SemaphoreStatistics", "HARD_MAX_PERMITS", "LeaseTable", "held_by_this_process"]

@@ -2,6 +2,19 @@
 
 ``cluster.semaphore._actor`` wraps it in a lock and an actor; tests drive it with a fake
 clock. Time is always passed in as ``now`` (seconds on one monotonic clock).
+
+Two kinds of lease:
+  - plain: alive while renewed; ``ttl_s`` after the last renewal it expires and its permit
+    goes to the next waiter (a holder that died or stalled stops counting).
+  - guarded: held by an actor that runs the work the permit admits (a subagent replica).
+    A guarded lease that misses its renewals does *not* expire on the clock: it becomes a
+    suspect, and the actor probes its holder through Ray. Only the answer "this process
+    does not hold it" (a restarted replica) or Ray's verdict that the holder died frees it.
+    A paused holder pauses its work too, and when it resumes its work goes on: its permit
+    must still be counted, however long the pause.
+
+Every grant gets a ``generation`` (strictly increasing per table, also across recovery):
+the fencing token a holder checks its copy against before it reuses a lease.
 """
 
 from __future__ import annotations
@@ -35,6 +48,11 @@ class _LeaseRecord:
     limit: int
     acquired_at: float
     expires_at: float
+    generation: int = 0
+    # Guarded: expiry makes it a suspect to probe, never frees it on the clock alone.
+    guarded: bool = False
+    # A probe of the holder is out (guarded leases only); cleared by its answer.
+    probing: bool = False
 
 
 @dataclass
@@ -45,6 +63,7 @@ class _Waiter:
     holder: str
     limit: int
     parked_at: float
+    guarded: bool = False
 
 
 class LeaseTable:
@@ -78,6 +97,8 @@ class LeaseTable:
         self._granted_total = 0
         self._released_total = 0
         self._expired_total = 0
+        # The generation of the latest grant; every grant takes the next one.
+        self._generation = 0
         # Peak of len(_leases) since creation or the last reset_peak().
         self._max_held = 0
 
@@ -87,7 +108,7 @@ class LeaseTable:
         return self._state
 
     def request(
-        self, lease_id: str, holder: str, limit: int, now: float
+        self, lease_id: str, holder: str, limit: int, now: float, *, guarded: bool = False
     ) -> tuple[Outcome, list[tuple[str, Outcome]]]:
         """Grant, park, or refuse a request; idempotent per ``lease_id``."""
         decided = self._advance(now)
@@ -96,7 +117,7 @@ class LeaseTable:
         if lease_id in self._tombstones:
             return "withdrawn", decided
         if lease_id not in self._waiters:
-            self._waiters[lease_id] = _Waiter(lease_id, holder, limit, now)
+            self._waiters[lease_id] = _Waiter(lease_id, holder, limit, now, guarded)
         decided += self._grant_waiters(now)
         mine = [outcome for lid, outcome in decided if lid == lease_id]
         others = [(lid, outcome) for lid, outcome in decided if lid != lease_id]
@@ -124,23 +145,37 @@ class LeaseTable:
             return False, decided
         return True, decided + self._grant_waiters(now)
 
+    def generation_of(self, lease_id: str) -> int | None:
+        """The generation of a held lease, or None when it is not held."""
+        record = self._leases.get(lease_id)
+        return None if record is None else record.generation
+
     def renew(
-        self, leases: Iterable[tuple[str, str, int]], now: float
+        self, leases: Iterable[tuple[str, str, int] | tuple[str, str, int, int, bool]], now: float
     ) -> tuple[list[bool], list[tuple[str, Outcome]]]:
-        """Extend each ``(lease_id, holder, limit)``; while recovering, re-register it."""
+        """Extend each ``(lease_id, holder, limit[, generation, guarded])``; while
+        recovering, re-register it (with its generation, so fencing survives a restart)."""
         decided = self._advance(now)
         results: list[bool] = []
-        for lease_id, holder, limit in leases:
+        for item in leases:
+            lease_id, holder, limit = item[0], item[1], item[2]
+            generation = item[3] if len(item) > 3 else 0  # type: ignore[misc]
+            guarded = bool(item[4]) if len(item) > 4 else False  # type: ignore[misc]
             record = self._leases.get(lease_id)
-            if record is not None:
+            if record is not None and (generation == 0 or record.generation == generation):
                 record.expires_at = now + self.ttl_s
+                record.probing = False
                 results.append(True)
             elif (
-                self._state == "recovering"
+                record is None
+                and self._state == "recovering"
                 and lease_id not in self._tombstones
                 and lease_id not in self._waiters
             ):
-                self._leases[lease_id] = _LeaseRecord(lease_id, holder, limit, now, now + self.ttl_s)
+                self._generation = max(self._generation, generation)
+                self._leases[lease_id] = _LeaseRecord(
+                    lease_id, holder, limit, now, now + self.ttl_s, generation, guarded
+                )
                 self._max_held = max(self._max_held, len(self._leases))
                 results.append(True)
                 logger.info(
@@ -161,6 +196,50 @@ class LeaseTable:
         """Expire leases, end recovery when due, grant waiters."""
         return self._advance(now)
 
+    def due_probes(self, now: float) -> dict[str, list[str]]:
+        """Guarded leases past their expiry with no probe out, by holder; marks them probing."""
+        self._advance(now)
+        due: dict[str, list[str]] = {}
+        for record in self._leases.values():
+            if record.guarded and not record.probing and record.expires_at <= now:
+                record.probing = True
+                due.setdefault(record.holder, []).append(record.lease_id)
+        return due
+
+    def probe_answered(
+        self, lease_id: str, alive: bool | None, now: float
+    ) -> list[tuple[str, Outcome]]:
+        """The holder's answer about a suspect: True (it holds the lease: renewed), False
+        (it does not, or Ray says it died: freed), None (no verdict yet: probe again later)."""
+        decided = self._advance(now)
+        record = self._leases.get(lease_id)
+        if record is None:
+            return decided
+        record.probing = False
+        if alive is None:
+            return decided
+        if alive:
+            record.expires_at = now + self.ttl_s
+            return decided
+        del self._leases[lease_id]
+        self._bury(lease_id)
+        self._expired_total += 1
+        logger.warning(
+            "semaphore %r: lease %s of %s freed: its holder no longer holds it (died or restarted)",
+            self.scope, lease_id, record.holder, extra=_LOG_EXTRA,
+        )
+        return decided + self._grant_waiters(now)
+
+    @property
+    def waiting(self) -> int:
+        """How many requests are parked."""
+        return len(self._waiters)
+
+    @property
+    def held(self) -> int:
+        """How many leases are held."""
+        return len(self._leases)
+
     def reset_peak(self) -> None:
         """Restart the peak from the current number of held leases."""
         self._max_held = len(self._leases)
@@ -178,6 +257,8 @@ class LeaseTable:
             "max_held": self._max_held,
             "state": self._state,
             "ttl_s": self.ttl_s,
+            "generation": self._generation,
+            "suspects": sum(1 for r in self._leases.values() if r.probing),
         }
 
     def _may_grant(self, limit: int) -> bool:
@@ -191,7 +272,7 @@ class LeaseTable:
                 "semaphore %r: recovery window over, serving with %d leases re-registered",
                 self.scope, len(self._leases), extra=_LOG_EXTRA,
             )
-        for lease_id in [lid for lid, rec in self._leases.items() if rec.expires_at <= now]:
+        for lease_id in [lid for lid, rec in self._leases.items() if rec.expires_at <= now and not rec.guarded]:
             record = self._leases.pop(lease_id)
             self._bury(lease_id)
             self._expired_total += 1
@@ -208,8 +289,10 @@ class LeaseTable:
             if not self._may_grant(head.limit):
                 break
             del self._waiters[head.lease_id]
+            self._generation += 1
             self._leases[head.lease_id] = _LeaseRecord(
-                head.lease_id, head.holder, head.limit, now, now + self.ttl_s
+                head.lease_id, head.holder, head.limit, now, now + self.ttl_s,
+                self._generation, head.guarded,
             )
             self._granted_total += 1
             self._max_held = max(self._max_held, len(self._leases))

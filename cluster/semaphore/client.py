@@ -5,6 +5,11 @@
 opens the same scope shares one lease table. A permit is a *lease*: it has a client-made
 id, a holder, and an expiry that the holder's process renews by heartbeat every ``ttl_s/3``.
 A holder that dies stops renewing and its permit goes to the next waiter after ``ttl_s``.
+A *guarded* lease (``acquire(owner=...)``: held by the actor that runs the admitted work)
+is never freed on the clock alone: once it misses its renewals the semaphore asks the owner
+through Ray, and frees it only when the owner says it does not hold it or Ray says the
+owner died. Every grant carries a ``generation`` (fencing): ``holds(lease)`` tells a holder,
+without a round trip, whether a lease it kept is surely still its own.
 
 At most ``min(limit, permits)`` leases are held at once, where ``permits`` (1..4) is fixed
 per scope and ``limit`` (1..4) is passed by each acquire. Waiters are served FIFO.
@@ -42,10 +47,10 @@ from cluster.exceptions import (
     SemaphoreUnavailable,
 )
 from cluster.process import Table, process_registry
-from cluster.semaphore._actor import SemaphoreActor
+from cluster.semaphore._actor import Detached, SemaphoreActor
 from cluster.semaphore._lease_table import Outcome, SemaphoreState
 
-__all__ = ["ClusterSemaphore", "Lease", "SemaphoreStatistics", "HARD_MAX_PERMITS"]
+__all__ = ["ClusterSemaphore", "Lease", "SemaphoreStatistics", "HARD_MAX_PERMITS", "held_by_this_process"]
 
 logger = logging.getLogger(__name__)
 _LOG_EXTRA = {"component": "cluster-semaphore"}
@@ -62,12 +67,18 @@ _T = TypeVar("_T")
 
 
 class Lease(BaseModel, frozen=True):
-    """One granted permit. ``lease_id`` is unique; pass the lease back to ``release``."""
+    """One granted permit. ``lease_id`` is unique; pass the lease back to ``release``.
+
+    ``generation`` is the fencing token the semaphore gave this grant (0 until granted);
+    ``guarded`` leases are held by an actor and freed on Ray's verdict, not the clock.
+    """
 
     lease_id: str
     scope: str
     holder: str
     limit: int
+    generation: int = 0
+    guarded: bool = False
 
 
 class SemaphoreStatistics(BaseModel, frozen=True):
@@ -83,6 +94,10 @@ class SemaphoreStatistics(BaseModel, frozen=True):
     max_held: int
     state: SemaphoreState
     ttl_s: float
+    generation: int = 0
+    suspects: int = 0
+    runs: int = 0
+    retired: bool = False
 
 
 # --------------------------------------------------------------------------- validation
@@ -162,14 +177,24 @@ class _Heartbeat:
         self._lock = threading.Lock()
         # Leases granted to this process and not yet released; exactly the set renewed.
         self._leases: dict[str, Lease] = {}
+        # lease_id -> local monotonic time until which the semaphore surely still holds it
+        # (the send time of the last renewal it confirmed, plus ttl).
+        self._confirmed_until: dict[str, float] = {}
+        self._ttl_s = ttl_s
+        # This process's actor, when it holds guarded leases (sent with renewals, so a
+        # restarted semaphore can probe it again).
+        self._owner: Any = None
         # The running renewal thread, or None when no lease is held.
         self._thread: threading.Thread | None = None
         self._stopped = threading.Event()
 
-    def add(self, lease: Lease) -> None:
-        """Start renewing ``lease``."""
+    def add(self, lease: Lease, since: float, owner: Any = None) -> None:
+        """Start renewing ``lease`` (granted by a request sent at local time ``since``)."""
         with self._lock:
             self._leases[lease.lease_id] = lease
+            self._confirmed_until[lease.lease_id] = since + self._ttl_s
+            if owner is not None:
+                self._owner = owner
             if self._thread is None and not self._stopped.is_set():
                 self._thread = threading.Thread(
                     target=self._run, name=f"sem-heartbeat:{self._name}", daemon=True
@@ -180,12 +205,30 @@ class _Heartbeat:
         """Stop renewing ``lease_id`` (before it is released, so it cannot be revived)."""
         with self._lock:
             self._leases.pop(lease_id, None)
+            self._confirmed_until.pop(lease_id, None)
+
+    def holds(self, lease: Lease) -> bool:
+        """Whether ``lease`` is surely still held: not reported lost, same generation, and
+        (unless guarded) confirmed by a renewal less than two thirds of ``ttl_s`` ago."""
+        with self._lock:
+            mine = self._leases.get(lease.lease_id)
+            if mine is None or mine.generation != lease.generation:
+                return False
+            if lease.guarded:
+                return True
+            return time.monotonic() < self._confirmed_until.get(lease.lease_id, 0.0) - self._ttl_s / 3
+
+    def held_ids(self, lease_ids: list[str]) -> list[bool]:
+        """For a probe: which of ``lease_ids`` this process holds."""
+        with self._lock:
+            return [lease_id in self._leases for lease_id in lease_ids]
 
     def stop(self) -> None:
         """Forget every lease and end the thread (the actor is gone)."""
         self._stopped.set()
         with self._lock:
             self._leases.clear()
+            self._confirmed_until.clear()
 
     def _run(self) -> None:
         wait = self._interval
@@ -196,9 +239,13 @@ class _Heartbeat:
                     self._thread = None
                     return
                 batch = list(self._leases.values())
+                owner = self._owner
+            sent = time.monotonic()
             try:
                 results: list[bool] = ray.get(
-                    self._handle.renew.remote([(x.lease_id, x.holder, x.limit) for x in batch]),
+                    self._handle.renew.remote(
+                        [(x.lease_id, x.holder, x.limit, x.generation, x.guarded) for x in batch], owner
+                    ),
                     timeout=self._interval,
                 )
             except GetTimeoutError:
@@ -221,15 +268,18 @@ class _Heartbeat:
                 )
                 continue
             wait = self._interval
-            self._reconcile(batch, results)
+            self._reconcile(batch, results, sent)
 
-    def _reconcile(self, batch: list[Lease], results: list[bool]) -> None:
+    def _reconcile(self, batch: list[Lease], results: list[bool], sent: float) -> None:
         revived: list[str] = []
         with self._lock:
             for lease, renewed in zip(batch, results):
                 held_here = lease.lease_id in self._leases
+                if renewed and held_here:
+                    self._confirmed_until[lease.lease_id] = sent + self._ttl_s
                 if not renewed and held_here:
                     del self._leases[lease.lease_id]
+                    self._confirmed_until.pop(lease.lease_id, None)
                     logger.warning(
                         "semaphore %s: lease %s of %s was lost (expired before renewal)",
                         self._name, lease.lease_id, lease.holder, extra=_LOG_EXTRA,
@@ -259,6 +309,15 @@ def _heartbeat_for(name: str, actor_id: str, handle: Any, ttl_s: float) -> _Hear
     return _HEARTBEATS.get_or_create((name, actor_id), lambda: _Heartbeat(name, actor_id, handle, ttl_s))
 
 
+def held_by_this_process(lease_ids: list[str]) -> list[bool]:
+    """Which of ``lease_ids`` this process holds (the answer an owner gives a probe)."""
+    beats = _HEARTBEATS.select(lambda _key: True)
+    answers = [False] * len(lease_ids)
+    for beat in beats:
+        answers = [a or b for a, b in zip(answers, beat.held_ids(lease_ids))]
+    return answers
+
+
 def _default_holder() -> str:
     try:
         task = asyncio.current_task()
@@ -282,7 +341,7 @@ class ClusterSemaphore:
     shipped into actors; every copy talks to the same named actor.
     """
 
-    def __init__(self, scope: str, *, permits: int = 4, ttl_s: float = 10.0) -> None:
+    def __init__(self, scope: str, *, permits: int = 4, ttl_s: float = 10.0, _handle: Any = None) -> None:
         _check_config(scope, permits, ttl_s)
         if not ray.is_initialized():
             raise SemaphoreUnavailable(
@@ -293,7 +352,7 @@ class ClusterSemaphore:
         self._permits = permits
         self._ttl_s = float(ttl_s)
         self._name = _actor_name(scope)
-        self._handle = SemaphoreActor.options(  # type: ignore[attr-defined]
+        self._handle = _handle or SemaphoreActor.options(  # type: ignore[attr-defined]
             name=self._name,
             namespace=_NAMESPACE,
             get_if_exists=True,
@@ -310,10 +369,89 @@ class ClusterSemaphore:
         # Releases started during cancellation; kept referenced until they finish.
         self._cleanups: set[asyncio.Task[bool]] = set()
 
+    @classmethod
+    def existing(cls, scope: str) -> ClusterSemaphore:
+        """Join the scope's live actor, whatever its configuration; never create one.
+
+        Raises ``SemaphoreUnavailable`` when no actor serves ``scope`` (its runs were closed).
+        """
+        if not ray.is_initialized():
+            raise SemaphoreUnavailable(f"semaphore {scope!r}: Ray is not initialised")
+        try:
+            handle = ray.get_actor(_actor_name(scope), namespace=_NAMESPACE)
+        except ValueError:
+            raise SemaphoreUnavailable(
+                f"semaphore {scope!r}: no actor serves this scope (every run using it was closed)"
+            ) from None
+        permits, ttl_s = ray.get(handle.config.remote())
+        return cls(scope, permits=permits, ttl_s=ttl_s, _handle=handle)
+
+    @classmethod
+    def open(cls, scope: str, *, permits: int = 4, ttl_s: float = 10.0) -> ClusterSemaphore:
+        """Join the scope's live actor whatever its configuration, or create it with this one."""
+        try:
+            return cls.existing(scope)
+        except SemaphoreUnavailable:
+            return cls(scope, permits=permits, ttl_s=ttl_s)
+
+    @classmethod
+    def join_run(cls, scope: str, run: str, orchestrator: Any, *, timeout: float = 60.0) -> ClusterSemaphore:
+        """Open (or create) ``scope`` and record the run ``run`` (its orchestrator actor) as one
+        of its users, so the scope's actor lives exactly as long as some run uses it.
+
+        Blocking (a run's constructor is synchronous). A scope whose last run has just closed
+        may still have a retired actor, which ends once the work of its last leases has
+        returned: this waits for it to end and opens a new one. Raises
+        ``SemaphoreUnavailable`` when that takes longer than ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            semaphore = cls.open(scope)
+            remaining = max(0.1, deadline - time.monotonic())
+            try:
+                if ray.get(semaphore._handle.attach_run.remote(run, orchestrator), timeout=remaining):
+                    return semaphore
+            except RayActorError:
+                pass  # it ended between the lookup and the call: open the scope again
+            except GetTimeoutError:
+                pass  # restarting: the deadline below decides
+            if time.monotonic() > deadline:
+                raise SemaphoreUnavailable(
+                    f"semaphore {scope!r}: run {run!r} could not join it within {timeout:g}s "
+                    "(its actor kept retiring or was unreachable); close runs that still use it, or retry"
+                )
+            time.sleep(0.05)  # the retired actor ends once its last leases are released
+
+    @classmethod
+    async def leave_run(cls, scope: str, run: str) -> Detached | None:
+        """``run`` (closed) no longer uses ``scope``. Returns ``in-use`` (other runs do),
+        ``retiring`` (its actor ends itself once the work of its held leases has returned),
+        ``retired`` (ended now), or None when no actor serves the scope any more."""
+        name = _actor_name(scope)
+        try:
+            handle = ray.get_actor(name, namespace=_NAMESPACE)
+        except ValueError:
+            return None
+        try:
+            outcome: Detached = await handle.detach_run.remote(run)
+        except RayActorError:
+            return None  # it ended meanwhile
+        if outcome == "retired":
+            for beat in _HEARTBEATS.pop_where(lambda key: key[0] == name):
+                beat.stop()
+            ray.kill(handle, no_restart=True)
+            logger.info("semaphore %r retired with its last run %r", scope, run, extra=_LOG_EXTRA)
+        return outcome
+
     @property
     def scope(self) -> str:
         """The scope this semaphore caps (usually one orchestrator)."""
         return self._scope
+
+    @property
+    def ttl_s(self) -> float:
+        """Seconds a plain lease lives without renewal."""
+        return self._ttl_s
 
     def __repr__(self) -> str:
         return f"ClusterSemaphore({self._scope!r}, permits={self._permits}, ttl_s={self._ttl_s:g})"
@@ -323,32 +461,47 @@ class ClusterSemaphore:
         return (_rebuild, (self._scope, self._permits, self._ttl_s))
 
     async def acquire(
-        self, *, limit: int = 4, timeout: float | None = None, holder: str | None = None
+        self, *, limit: int = 4, timeout: float | None = None, holder: str | None = None, owner: Any = None
     ) -> Lease:
         """Wait for a permit while fewer than ``min(limit, permits)`` are held cluster-wide.
 
+        ``owner``: the calling actor's own handle, when this actor runs the work the permit
+        admits and implements ``holds_leases(ids) -> list[bool]`` (answer with
+        ``held_by_this_process``). The lease is then guarded: it is freed only when the
+        owner says it no longer holds it or Ray says the owner died, never because the
+        owner was paused past ``ttl_s``.
+
         Raises ``SemaphoreTimeout`` after ``timeout`` seconds, ``SemaphoreUnavailable`` if
-        the actor is gone, ``SemaphoreConfigConflict`` if the scope has another configuration.
-        If the caller is cancelled, the request is withdrawn (or the permit released) before
-        the cancellation goes on.
+        the actor is gone or retired, ``SemaphoreConfigConflict`` if the scope has another
+        configuration. If the caller is cancelled, the request is withdrawn (or the permit
+        released) before the cancellation goes on.
         """
         _check_acquire(limit, timeout, holder)
         await self._check_config_once()
+        if owner is not None:
+            holder = f"actor:{ray.get_runtime_context().get_worker_id()}"
         lease = Lease(
-            lease_id=uuid.uuid4().hex, scope=self._scope, holder=holder or _default_holder(), limit=limit
+            lease_id=uuid.uuid4().hex, scope=self._scope, holder=holder or _default_holder(), limit=limit,
+            guarded=owner is not None,
         )
         deadline = None if timeout is None else time.monotonic() + timeout
+        sent = time.monotonic()
         try:
-            outcome = await self._request(lease, deadline)
+            outcome, generation = await self._request(lease, deadline, owner)
         except BaseException:
             await self._withdraw(lease)
             raise
         if outcome == "granted":
-            self._heartbeat.add(lease)
+            lease = lease.model_copy(update={"generation": generation})
+            self._heartbeat.add(lease, sent, owner)
             return lease
         await self._withdraw(lease)
         if outcome == "timeout":
             raise SemaphoreTimeout(self._scope, limit, float(timeout or 0.0))
+        if outcome == "withdrawn":
+            raise SemaphoreUnavailable(
+                f"semaphore {self._scope!r} is retired: every run that used it was closed"
+            )
         # A fresh id is never released before it is requested: reaching this is a bug.
         raise RuntimeError(
             f"semaphore {self._scope!r}: request {lease.lease_id} got outcome {outcome!r}"
@@ -395,6 +548,20 @@ class ClusterSemaphore:
             raise
         await self.release(lease)
 
+    def holds(self, lease: Lease) -> bool:
+        """Whether this process surely still holds ``lease`` (no round trip): the fencing
+        check before a lease is reused. False once a renewal found it lost, and for a plain
+        lease whose last confirmed renewal is older than two thirds of ``ttl_s``."""
+        return self._heartbeat.holds(lease)
+
+    async def watch(self, contended: bool) -> bool:
+        """Wait until "some request is waiting" differs from ``contended``; return it now."""
+        return await self._call(lambda: self._handle.watch.remote(contended))
+
+    def watch_ref(self, contended: bool) -> Any:
+        """``watch`` as a Ray object ref (for a thread that waits with ``ray.get``)."""
+        return self._handle.watch.remote(contended)
+
     async def statistics(self) -> SemaphoreStatistics:
         """The actor's current report."""
         report = await self._call(lambda: self._handle.statistics.remote())
@@ -424,18 +591,18 @@ class ClusterSemaphore:
             )
         self._config_checked = True
 
-    async def _request(self, lease: Lease, deadline: float | None) -> Outcome:
+    async def _request(self, lease: Lease, deadline: float | None, owner: Any) -> tuple[Outcome, int]:
         """Ask the actor for ``lease``, retrying the same id across actor restarts."""
-        async def submit() -> Outcome:
+        async def submit() -> tuple[Outcome, int]:
             if deadline is None:
-                return await self._handle.acquire.remote(lease.lease_id, lease.holder, lease.limit, None)
+                return tuple(await self._handle.acquire.remote(lease.lease_id, lease.holder, lease.limit, None, owner))  # type: ignore[return-value]
             remaining = max(0.0, deadline - time.monotonic())
-            ref = self._handle.acquire.remote(lease.lease_id, lease.holder, lease.limit, remaining)
+            ref = self._handle.acquire.remote(lease.lease_id, lease.holder, lease.limit, remaining, owner)
             try:
                 # The actor answers by the deadline; the grace only covers a restart in between.
-                return await asyncio.wait_for(ref, remaining + _DEADLINE_GRACE_S)
+                return tuple(await asyncio.wait_for(ref, remaining + _DEADLINE_GRACE_S))  # type: ignore[return-value]
             except asyncio.TimeoutError:
-                return "timeout"  # the caller withdraws the request, wherever it is
+                return "timeout", 0  # the caller withdraws the request, wherever it is
 
         return await self._call(submit)
 

@@ -10,8 +10,10 @@ event, flushed, for the test to parse:
 - ``RESEND <i> <version>``: the deliberate resend of ``req-<i>`` returned ``version``;
 - ``FINAL <count> <version> <duplicates>``: the state after the last acknowledgement.
 
-The test kills the worker with SIGKILL while this runs. Usage:
-``python _crash_driver.py STORE MODE COUNT CONCURRENCY RESEND_EVERY``.
+The test kills the worker with SIGKILL while this runs. The last ``HOLD_TAIL`` requests
+wait until the test writes a line to stdin (or closes it): the run cannot end before the
+test has made all its kills, however the machine schedules the two processes. Usage:
+``python _crash_driver.py STORE MODE COUNT CONCURRENCY RESEND_EVERY HOLD_TAIL``.
 """
 
 from __future__ import annotations
@@ -55,12 +57,14 @@ async def _watch_pid(actor: object, stop: asyncio.Event) -> None:
             continue
 
 
-async def main(store: str, mode: str, count: int, concurrency: int, resend_every: int) -> None:
+async def main(store: str, mode: str, count: int, concurrency: int, resend_every: int, hold_tail: int) -> None:
     from actors import Orchestrator
 
     orch = Orchestrator(Counter(), name=f"crash-{mode}", store=store, durability=mode, checkpoint_every=100)
     stop = asyncio.Event()
     watcher = asyncio.create_task(_watch_pid(orch._actor, stop))
+    # Done once the test says go (a line on stdin, or stdin closed); blocks nothing meanwhile.
+    go = asyncio.ensure_future(asyncio.to_thread(sys.stdin.readline))
     queue: asyncio.Queue[int] = asyncio.Queue()
     for i in range(count):
         queue.put_nowait(i)
@@ -68,6 +72,8 @@ async def main(store: str, mode: str, count: int, concurrency: int, resend_every
     async def writer() -> None:
         while not queue.empty():
             i = queue.get_nowait()
+            if i >= count - hold_tail:
+                await go
             version = await orch.apply(increment, request_id=f"req-{i}")
             _out(f"ACK {i} {version}")
             if resend_every and i % resend_every == 0:
@@ -84,10 +90,17 @@ async def main(store: str, mode: str, count: int, concurrency: int, resend_every
 
 
 if __name__ == "__main__":
-    path, durability, n, conc, every = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-    ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=100 * 1024 * 1024,
-             log_to_driver=False)
+    path, durability, n, conc, every, tail = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:7])
+    for attempt in (1, 2, 3):  # Ray gives its raylet a fixed 30 s to come up; a busy machine may need longer
+        try:
+            ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=100 * 1024 * 1024,
+                     log_to_driver=False)
+            break
+        except Exception as exc:  # Ray raises a plain Exception for this one case
+            if "timed out during startup" not in str(exc) or attempt == 3:
+                raise
+            ray.shutdown()
     try:
-        asyncio.run(main(path, durability, n, conc, every))
+        asyncio.run(main(path, durability, n, conc, every, tail))
     finally:
         ray.shutdown()

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from actors import Orchestrator
 from cluster.storage import SqliteStore
 from coordinators import AgentState, TransitionBatch
+from tests._waits import HANG_GUARD_S
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 
@@ -185,7 +186,7 @@ async def test_checkpoints_compact_the_journal_and_recovery_loads_checkpoint_plu
         for i in range(35):
             await orch.apply(lambda s, i=i: s.log.append(str(i)))
         # Checkpoints run in the background after a commit; wait for the one covering version 30.
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + HANG_GUARD_S
         while _stored(path, "ckpt")[0] < 30 and time.monotonic() < deadline:
             time.sleep(0.05)
         checkpoint, first, last = _stored(path, "ckpt")

@@ -25,7 +25,7 @@ from actors import (
     handoff,
     parallel_handoff,
 )
-from tests.actors._peak import SleepIn, SleepOut, new_counter, sleepy_registry
+from tests.actors._peak import SleepIn, SleepOut, gated_calls, new_counter, open_when_in_flight, sleepy_registry, wait_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 
@@ -132,7 +132,7 @@ async def test_a_caller_raising_timeout_error_is_a_caller_failure_not_a_handoff_
     slow = Orchestrator(Empty(), caller=FixedCaller(raises=TimeoutError("upstream took too long")))
     try:
         with pytest.raises(CallerFailed, match="the caller failed: TimeoutError: upstream took too long"):
-            await handoff(slow, Call("remote", {}), Empty, timeout=30)
+            await handoff(slow, Call("remote", {}), Empty, timeout=600)  # set, but never the subject: at load ~150 an instant failure took 83 s to return
     finally:
         await slow.close()
 
@@ -201,7 +201,9 @@ async def test_a_hundred_calls_are_capped_at_exactly_four_in_flight(sleepy, capl
     run, name, counter = sleepy
     run.set_max_parallel(100)
     with caplog.at_level(logging.WARNING, logger="soloist.orchestrator"):
-        results = await parallel_handoff(run, [Call("sleep", SleepIn(counter=name, seconds=0.05, tag=i)) for i in range(100)], SleepOut)
+        batch = asyncio.ensure_future(parallel_handoff(run, gated_calls(name, 100, seconds=0.05), SleepOut))
+        await open_when_in_flight(counter, 4)  # four bodies are inside at once, then all go on
+        results = await batch
     assert [r.output.tag for r in results] == list(range(100))
     report = await counter.report.remote()
     assert report["peak"] == 4 and report["finished"] == 100
@@ -211,28 +213,25 @@ async def test_a_hundred_calls_are_capped_at_exactly_four_in_flight(sleepy, capl
 async def test_cap_two_keeps_two_in_flight(sleepy):
     run, name, counter = sleepy
     run.set_max_parallel(2)
-    await parallel_handoff(run, [Call("sleep", SleepIn(counter=name, seconds=0.1)) for _ in range(12)], SleepOut)
+    batch = asyncio.ensure_future(parallel_handoff(run, gated_calls(name, 12, seconds=0.1), SleepOut))
+    await open_when_in_flight(counter, 2)
+    assert all(r.ok for r in await batch)
     assert (await counter.report.remote())["peak"] == 2
 
 
 async def test_cancelling_a_batch_cancels_subagent_work_and_frees_every_permit(sleepy):
     run, name, counter = sleepy
-    batch = asyncio.ensure_future(
-        parallel_handoff(run, [Call("sleep", SleepIn(counter=name, seconds=30)) for _ in range(8)], SleepOut)
-    )
-    while (await counter.report.remote())["current"] < 4:
-        await asyncio.sleep(0.05)
+    batch = asyncio.ensure_future(parallel_handoff(run, gated_calls(name, 8), SleepOut))  # the gate never opens
+    await wait_until(counter, "current", 4)
     batch.cancel()
     with pytest.raises(asyncio.CancelledError):
         await batch
-    for _ in range(100):
-        report = await counter.report.remote()
-        if report["cancelled"] == 4:
-            break
-        await asyncio.sleep(0.05)
+    report = await wait_until(counter, "cancelled", 4)
     assert report == {**report, "current": 0, "cancelled": 4, "finished": 0}
     await counter.reset.remote()
-    await parallel_handoff(run, [Call("sleep", SleepIn(counter=name, seconds=0.3)) for _ in range(8)], SleepOut)
+    again = asyncio.ensure_future(parallel_handoff(run, gated_calls(name, 8, seconds=0.3), SleepOut))
+    await open_when_in_flight(counter, 4)  # no permit leaked: four bodies are inside at once again
+    assert all(r.ok for r in await again)
     assert (await counter.report.remote())["peak"] == 4
 
 
@@ -247,7 +246,7 @@ async def test_a_per_call_timeout_fails_only_that_item(sleepy):
 @ray.remote(num_cpus=0)
 def _hand_off_from_another_process(run: Orchestrator, counter: str, n: int) -> int:
     async def go() -> int:
-        results = await parallel_handoff(run, [Call("sleep", SleepIn(counter=counter, seconds=0.1)) for _ in range(n)], SleepOut)
+        results = await parallel_handoff(run, gated_calls(counter, n, seconds=0.1), SleepOut)
         return sum(r.ok for r in results)
 
     return asyncio.run(go())
@@ -255,11 +254,13 @@ def _hand_off_from_another_process(run: Orchestrator, counter: str, n: int) -> i
 
 async def test_the_cap_holds_across_processes_handing_off_for_one_orchestrator(sleepy):
     run, name, counter = sleepy
-    ok = await asyncio.gather(
+    everything = asyncio.gather(
         _hand_off_from_another_process.remote(run, name, 20),
         _hand_off_from_another_process.remote(run, name, 20),
-        parallel_handoff(run, [Call("sleep", SleepIn(counter=name, seconds=0.1)) for _ in range(20)], SleepOut),
+        parallel_handoff(run, gated_calls(name, 20, seconds=0.1), SleepOut),
     )
+    await open_when_in_flight(counter, 4)
+    ok = await everything
     assert ok[:2] == [20, 20] and all(r.ok for r in ok[2])
     assert (await counter.report.remote())["peak"] == 4
 
@@ -269,10 +270,9 @@ async def test_runs_sharing_a_named_semaphore_scope_share_one_budget_of_four():
     scope = f"shared-api-{name}"
     runs = [Orchestrator(Empty(), caller=sleepy_registry(replicas=4), semaphore_scope=scope) for _ in range(3)]
     try:
-        batches = await asyncio.gather(*(
-            parallel_handoff(run, [Call("sleep", SleepIn(counter=name, seconds=0.1)) for _ in range(12)], SleepOut)
-            for run in runs
-        ))
+        everything = asyncio.gather(*(parallel_handoff(run, gated_calls(name, 12, seconds=0.1), SleepOut) for run in runs))
+        await open_when_in_flight(counter, 4)
+        batches = await everything
         assert all(r.ok for batch in batches for r in batch)
         assert (await counter.report.remote())["peak"] == 4
     finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,9 +15,11 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors import Call, CallerFailed, Orchestrator, parallel_handoff
 from actors import pool_for
-from tests.actors._peak import NAMESPACE, PeakCounter, SleepIn, SleepOut, sleepy_registry
+from tests._waits import process_gone
+from tests.actors._peak import (NAMESPACE, PeakCounter, SleepIn, SleepOut, gated_calls, open_when_in_flight, replicas_answer,
+                               sleepy_registry, wait_until)
 
-pytestmark = [pytest.mark.multinode, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.multinode, pytest.mark.timeout(900)]
 
 
 class Empty(BaseModel):
@@ -46,14 +49,23 @@ def _calls(counter: str, n: int, seconds: float) -> list[Call]:
     return [Call("sleep", SleepIn(counter=counter, seconds=seconds, tag=i)) for i in range(n)]
 
 
+def _pid(actor: Any) -> int:
+    return os.getpid()
+
+
 async def _replicas_ready(orch: Orchestrator) -> None:
     """Wait until every replica (re-created after the fault) answers, so the next batch measures the cap."""
-    await asyncio.gather(*(h.ping.remote() for h in pool_for(orch.caller, "sleep").handles()))
+    await replicas_answer(pool_for(orch.caller, "sleep").handles())
 
 
-async def _wait_current(counter: Any, n: int) -> None:
-    while (await counter.report.remote())["current"] < n:
-        await asyncio.sleep(0.05)
+async def _next_batch_reaches_four(orch: Orchestrator, counter: Any, name: str) -> None:
+    """After a fault, a gated batch must get 4 bodies inside at once (fewer: a permit leaked)."""
+    await _replicas_ready(orch)
+    await counter.reset.remote()
+    batch = asyncio.ensure_future(parallel_handoff(orch, gated_calls(name, 8, seconds=0.3), SleepOut))
+    await open_when_in_flight(counter, 4)
+    assert all(r.ok for r in await batch)
+    assert (await counter.report.remote())["peak"] == 4
 
 
 async def test_skills_run_on_more_than_one_node(run):
@@ -66,31 +78,33 @@ async def test_skills_run_on_more_than_one_node(run):
 @ray.remote(num_cpus=0)
 def _driver_side_caller(orch: Orchestrator, counter: str) -> int:
     async def go() -> int:
-        return sum(r.ok for r in await parallel_handoff(orch, _calls(counter, 20, 0.1), SleepOut))
+        return sum(r.ok for r in await parallel_handoff(orch, gated_calls(counter, 20, seconds=0.1), SleepOut))
 
     return asyncio.run(go())
 
 
 async def test_two_callers_in_other_processes_never_exceed_four_in_flight_in_total(run):
     orch, name, counter = run
-    assert await asyncio.gather(_driver_side_caller.remote(orch, name), _driver_side_caller.remote(orch, name)) == [20, 20]
+    both = asyncio.gather(_driver_side_caller.remote(orch, name), _driver_side_caller.remote(orch, name))
+    await open_when_in_flight(counter, 4)
+    assert await both == [20, 20]
     assert (await counter.report.remote())["peak"] == 4
 
 
 async def test_killing_a_subagent_mid_call_fails_that_item_and_the_next_batch_still_reaches_four(run):
     orch, name, counter = run
     pool = pool_for(orch.caller, "sleep")
-    batch = asyncio.ensure_future(parallel_handoff(orch, _calls(name, 4, 5.0), SleepOut))
-    await _wait_current(counter, 4)
-    ray.kill(pool.handles()[0], no_restart=False)
+    batch = asyncio.ensure_future(parallel_handoff(orch, gated_calls(name, 4), SleepOut))  # opened after the kill
+    await wait_until(counter, "current", 4)
+    victim = pool.handles()[0]
+    victim_pid = await victim.__ray_call__.remote(_pid)
+    ray.kill(victim, no_restart=False)
+    await process_gone(victim_pid)  # only then may the other bodies finish
+    await counter.open.remote()
     results = await batch
     failed = [r for r in results if not r.ok]
     assert len(failed) >= 1 and all(isinstance(r.error, CallerFailed) for r in failed)
-    await _replicas_ready(orch)
-    await counter.reset.remote()
-    again = await parallel_handoff(orch, _calls(name, 8, 1.5), SleepOut)
-    assert all(r.ok for r in again)
-    assert (await counter.report.remote())["peak"] == 4
+    await _next_batch_reaches_four(orch, counter, name)
 
 
 async def test_removing_a_worker_node_mid_batch_fails_its_items_and_the_next_batch_still_reaches_four(run, cluster):
@@ -101,16 +115,16 @@ async def test_removing_a_worker_node_mid_batch_fails_its_items_and_the_next_bat
     nodes = await asyncio.gather(*(h.node_id.remote() for h in replicas))
     victim_id = next(n for n in nodes if n != head)
     victim = next(node for node in cluster.worker_nodes if node.node_id == victim_id)
-    batch = asyncio.ensure_future(parallel_handoff(orch, _calls(name, 4, 8.0), SleepOut))
-    await _wait_current(counter, 4)
+    batch = asyncio.ensure_future(parallel_handoff(orch, gated_calls(name, 4), SleepOut))  # opened after the removal
+    await wait_until(counter, "current", 4)
+    doomed = [await h.__ray_call__.remote(_pid) for h, n in zip(replicas, nodes) if n == victim_id]
     cluster.remove_node(victim)
+    for pid in doomed:  # the node's workers exit after its raylet: only then may the other bodies finish
+        await process_gone(pid)
+    await counter.open.remote()
     results = await batch
     failed = [r for r in results if not r.ok]
     assert len(failed) == nodes.count(victim_id)
     assert all(isinstance(r.error, CallerFailed) for r in failed)
-    await _replicas_ready(orch)
-    await counter.reset.remote()
-    again = await parallel_handoff(orch, _calls(name, 8, 1.5), SleepOut)
-    assert all(r.ok for r in again)
-    assert (await counter.report.remote())["peak"] == 4
+    await _next_batch_reaches_four(orch, counter, name)
     cluster.add_node(num_cpus=1, object_store_memory=100 * 1024**2)

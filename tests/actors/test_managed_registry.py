@@ -24,6 +24,7 @@ from actors import pool_for
 from cluster.cli import collect_status
 from cluster.storage import SqliteStore
 from coordinators import AgentState, ContextSnapshot, CoordinatorResult, TransitionBatch
+from tests._waits import HANG_GUARD_S
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 
@@ -53,7 +54,7 @@ async def _agent_events(orch: Orchestrator, count: int, since: int = 0) -> list[
                 if len(out) == count:
                     return
 
-    await asyncio.wait_for(collect(), timeout=60)
+    await asyncio.wait_for(collect(), timeout=HANG_GUARD_S)
     return out
 
 

@@ -11,6 +11,8 @@ import signal
 import pytest
 
 from actors import McpCallTimeout, McpServer, McpServerGone, McpToolCaller, close_mcp_sessions
+from tests._waits import eventually
+from tests.actors.servers.filepeak import FilePeak
 from tests.actors.servers.launch import HttpServer, stdio_server
 
 TOOLS = ["add", "fail", "pid", "slow", "work"]
@@ -71,10 +73,10 @@ async def test_an_unknown_tool_is_a_tool_error_listing_the_known_ones():
 
 
 async def test_a_hung_server_fails_the_call_after_call_timeout_and_keeps_the_session():
-    caller = McpToolCaller(stdio_server(), call_timeout=0.5)
+    caller = McpToolCaller(stdio_server(), call_timeout=10)  # long enough for the answered calls on a busy machine
     pid_before = json.loads((await caller.call_tool("pid", {})).text)
-    with pytest.raises(McpCallTimeout, match="tool 'slow' got no answer within 0.5s"):
-        await caller.call_tool("slow", {"seconds": 60})
+    with pytest.raises(McpCallTimeout, match=r"tool 'slow' got no answer within 10\.0s"):
+        await caller.call_tool("slow", {"seconds": 3600})
     assert json.loads((await caller.call_tool("pid", {})).text) == pid_before
 
 
@@ -91,11 +93,14 @@ async def test_a_stdio_server_killed_mid_call_fails_that_call_and_the_next_call_
     assert new_pid != pid
 
 
-async def test_an_http_server_killed_mid_call_fails_that_call_and_a_restarted_one_is_used_again(http_server):
+async def test_an_http_server_killed_mid_call_fails_that_call_and_a_restarted_one_is_used_again(http_server, tmp_path):
     caller = McpToolCaller(http_server.spec())
-    assert json.loads((await caller.call_tool("pid", {})).text) == http_server.proc.pid
-    slow = asyncio.ensure_future(caller.call_tool("slow", {"seconds": 60}))
-    await asyncio.sleep(0)  # let the request go out
+    pid = json.loads((await caller.call_tool("pid", {})).text)
+    assert pid == http_server.proc.pid
+    counter = str(tmp_path / "peak.json")
+    slow = asyncio.ensure_future(caller.call_tool("work", {"counter": counter, "seconds": 0, "tag": 0, "gate": True}))
+    # Kill it once it is inside the call (the gate never opens).
+    await eventually(lambda: asyncio.to_thread(FilePeak(counter).report), lambda r: pid in r["pids"], "the server inside the call")
     http_server.kill()
     with pytest.raises(McpServerGone, match="'remote'"):
         await slow

@@ -10,8 +10,8 @@ import pytest
 from pydantic import BaseModel
 
 from actors import Call, CallerFailed, Orchestrator, SkillRegistry, ToolReportedError, handoff, parallel_handoff
-from actors import CompositeCaller
-from actors import McpServerGone, McpToolCaller
+from actors import CompositeCaller, McpServerGone, McpToolCaller
+from tests._waits import eventually
 from tests.actors.servers.filepeak import FilePeak
 from tests.actors.servers.launch import HttpServer, stdio_server
 
@@ -32,6 +32,8 @@ class WorkIn(BaseModel):
     counter: str
     seconds: float
     tag: int = 0
+    gate: bool = False
+    """Stay counted in flight until the test opens the counter's gate, then sleep ``seconds``."""
 
 
 class Worked(BaseModel):
@@ -47,6 +49,8 @@ async def local_work(inp: WorkIn) -> Worked:
     peak = FilePeak(inp.counter)
     peak.enter()
     try:
+        if inp.gate:
+            await peak.gate()
         await asyncio.sleep(inp.seconds)
     finally:
         peak.exit()
@@ -74,6 +78,11 @@ def counter(tmp_path):
     return str(tmp_path / "peak.json")
 
 
+async def _file_report(counter: str, what: str, ready) -> dict:  # noqa: ANN001
+    """The counter file's report once ``ready(report)`` holds (the work writes it as it runs)."""
+    return await eventually(lambda: asyncio.to_thread(FilePeak(counter).report), ready, what)
+
+
 async def test_a_typed_round_trip_through_handoff_over_stdio_runs_in_a_subagent_not_the_driver(run):
     out = await handoff(run, Call("local.add", AddIn(a=2, b=3)), Sum)
     assert out.sum == 5
@@ -96,12 +105,12 @@ async def test_an_unknown_tool_under_a_servers_prefix_names_the_servers_tools(ru
 
 
 async def test_a_server_killed_mid_call_fails_that_item_and_the_batch_completes(run, http_server, counter):
-    calls = [Call("remote.work", WorkIn(counter=counter, seconds=60, tag=1)),
+    calls = [Call("remote.work", WorkIn(counter=counter, seconds=0, tag=1, gate=True)),  # the gate never opens
              Call("local.work", WorkIn(counter=counter, seconds=0.05, tag=2)),
              Call("local_work", WorkIn(counter=counter, seconds=0.05, tag=3))]
     batch = asyncio.ensure_future(parallel_handoff(run, calls, Worked))
-    while http_server.proc.pid not in FilePeak(counter).report().get("pids", []):
-        await asyncio.sleep(0.05)  # wait until the HTTP server is inside the call
+    pid = http_server.proc.pid
+    await _file_report(counter, "the HTTP server inside the call", lambda r: pid in r.get("pids", []))
     http_server.kill()
     results = await batch
     assert isinstance(results[0].error, CallerFailed) and isinstance(results[0].error.__cause__, McpServerGone)
@@ -112,10 +121,8 @@ async def test_a_server_killed_mid_call_fails_that_item_and_the_batch_completes(
 
 
 async def test_a_stdio_server_killed_mid_call_fails_that_item_and_is_respawned(run, counter):
-    batch = asyncio.ensure_future(parallel_handoff(run, [Call("local.work", WorkIn(counter=counter, seconds=60))], Worked))
-    while not FilePeak(counter).report().get("pids"):
-        await asyncio.sleep(0.05)
-    [pid] = FilePeak(counter).report()["pids"]
+    batch = asyncio.ensure_future(parallel_handoff(run, [Call("local.work", WorkIn(counter=counter, seconds=0, gate=True))], Worked))
+    [pid] = (await _file_report(counter, "the stdio server inside the call", lambda r: bool(r.get("pids"))))["pids"]
     os.kill(pid, signal.SIGKILL)
     [result] = await batch
     assert isinstance(result.error.__cause__, McpServerGone)
@@ -125,21 +132,26 @@ async def test_a_stdio_server_killed_mid_call_fails_that_item_and_is_respawned(r
 
 
 async def test_a_hung_server_gives_that_item_a_timeout_error(run, counter):
-    hung = McpToolCaller(stdio_server(), call_timeout=0.5)
+    # The timeout must be long enough for the answered call on a busy machine: it is the
+    # subject only for the call that never gets an answer.
+    hung = McpToolCaller(stdio_server(), call_timeout=10)
     orch = Orchestrator(Sum(sum=0, server_pid=0), caller=hung)
     try:
-        results = await parallel_handoff(orch, [Call("slow", {"seconds": 60}), Call("add", {"a": 1, "b": 2})], Sum)
+        results = await parallel_handoff(orch, [Call("slow", {"seconds": 3600}), Call("add", {"a": 1, "b": 2})], Sum)
     finally:
         await orch.close()
-    assert "got no answer within 0.5s" in str(results[0].error)
+    assert "got no answer within 10.0s" in str(results[0].error)
     assert results[1].output.sum == 3
 
 
 async def test_the_cap_of_four_holds_across_mcp_and_local_skills_in_one_batch(run, counter):
     kinds = ["local_work", "local.work", "remote.work"]
-    calls = [Call(kinds[i % 3], WorkIn(counter=counter, seconds=0.3, tag=i)) for i in range(18)]
+    calls = [Call(kinds[i % 3], WorkIn(counter=counter, seconds=0.3, tag=i, gate=True)) for i in range(18)]
     run.set_max_parallel(100)
-    results = await parallel_handoff(run, calls, Worked)
+    batch = asyncio.ensure_future(parallel_handoff(run, calls, Worked))
+    await _file_report(counter, "4 in flight", lambda r: r["current"] >= 4)  # the first four overlap ...
+    FilePeak(counter).open()  # ... then all go on, still counted
+    results = await batch
     assert [r.output.tag for r in results] == list(range(18))
     assert {r.output.where for r in results} == {"local", "mcp"}
     report = FilePeak(counter).report()

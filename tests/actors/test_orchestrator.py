@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 from actors import Change, Orchestrator, VersionConflict, WriteRefused
 from actors import OrchestratorNotFound
 from coordinators import AgentState, ContextSnapshot, TransitionBatch, TransitionError
+from tests._waits import HANG_GUARD_S, file_appears, wait_for_file
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 
@@ -98,25 +99,24 @@ async def test_apply_rolls_back_when_the_result_fails_validation(counter):
     assert await counter.version() == 0
 
 
-async def test_snapshot_taken_while_a_slow_fn_runs_returns_the_previous_version(counter):
+async def test_snapshot_taken_while_a_slow_fn_runs_returns_the_previous_version(counter, tmp_path):
     await counter.apply(lambda s: setattr(s, "count", 1))
-    started = asyncio.Event()
+    started, release = tmp_path / "started", tmp_path / "release"
 
     def slow(s: Counter) -> None:
-        import time
-
-        time.sleep(3.0)
+        started.touch()  # the write is under way ...
+        wait_for_file(release)  # ... and stays so until the test has read
         s.count = 2
 
     write = asyncio.ensure_future(counter.apply(slow))
-    await asyncio.sleep(0.5)
+    await file_appears(started)
     snap = await counter.snapshot()
     version = await counter.version()
-    assert not write.done(), "the read waited for the slow write"
-    assert (snap.count, version) == (1, 1)
+    assert not write.done()
+    assert (snap.count, version) == (1, 1), "the read did not return the version before the running write"
+    release.touch()
     assert await write == 2
     assert (await counter.snapshot()).count == 2
-    del started
 
 
 @ray.remote(num_cpus=0.25)
@@ -141,17 +141,20 @@ async def test_concurrent_writers_from_eight_tasks_lose_nothing_and_leave_no_ver
 
 async def test_subscribe_yields_every_change_in_version_order(counter):
     seen: list[Change] = []
+    following = asyncio.Event()
 
     async def follow() -> None:
         async for change in counter.subscribe(since=0):
             seen.append(change)
+            following.set()
             if change.version == 20:
                 return
 
     follower = asyncio.ensure_future(follow())
-    await asyncio.sleep(0.2)
-    await asyncio.gather(*(counter.apply(_plus_one) for _ in range(20)))
-    await asyncio.wait_for(follower, 30)
+    await counter.apply(_plus_one)
+    await asyncio.wait_for(following.wait(), HANG_GUARD_S)  # the follower is live: versions 2..20 reach it as they commit
+    await asyncio.gather(*(counter.apply(_plus_one) for _ in range(19)))
+    await asyncio.wait_for(follower, HANG_GUARD_S)
     assert [c.version for c in seen] == list(range(1, 21))
     assert all(c.kind == "fn" and c.transitions is None for c in seen)
 

@@ -9,9 +9,8 @@ import ray
 from pydantic import BaseModel
 
 from actors import Call, CallerFailed, Orchestrator, ToolReportedError, handoff, parallel_handoff
-from actors import CompositeCaller
-from actors import NestedRunUnavailable, OrchestratorCaller
-from tests.actors._peak import SleepIn, SleepOut, new_counter, sleepy_registry
+from actors import CompositeCaller, NestedRunUnavailable, OrchestratorCaller
+from tests.actors._peak import SleepIn, SleepOut, new_counter, open_when_in_flight, sleepy_registry
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 
@@ -54,8 +53,10 @@ async def test_the_nested_runs_tool_errors_stay_tool_errors(runs):
 async def test_nested_calls_count_against_the_outer_runs_four(runs, counter):
     outer, _ = runs
     name, actor = counter
-    calls = [Call("inner.sleep" if i % 2 else "sleep", SleepIn(counter=name, seconds=0.3, tag=i)) for i in range(16)]
-    results = await parallel_handoff(outer, calls, SleepOut)
+    calls = [Call("inner.sleep" if i % 2 else "sleep", SleepIn(counter=name, seconds=0.3, tag=i, gate=True)) for i in range(16)]
+    batch = asyncio.ensure_future(parallel_handoff(outer, calls, SleepOut))
+    await open_when_in_flight(actor, 4)
+    results = await batch
     assert [r.output.tag for r in results] == list(range(16))
     report = await actor.report.remote()
     assert report["peak"] == 4 and report["finished"] == 16
@@ -64,9 +65,11 @@ async def test_nested_calls_count_against_the_outer_runs_four(runs, counter):
 async def test_the_nested_runs_own_cap_holds_while_it_also_serves_nested_calls(runs, counter):
     outer, inner = runs
     name, actor = counter
-    nested = [Call("inner.sleep", SleepIn(counter=name, seconds=0.3, tag=i)) for i in range(8)]
-    own = [Call("sleep", SleepIn(counter=name, seconds=0.3, tag=i)) for i in range(8)]
-    a, b = await asyncio.gather(parallel_handoff(outer, nested, SleepOut), parallel_handoff(inner, own, SleepOut))
+    nested = [Call("inner.sleep", SleepIn(counter=name, seconds=0.3, tag=i, gate=True)) for i in range(8)]
+    own = [Call("sleep", SleepIn(counter=name, seconds=0.3, tag=i, gate=True)) for i in range(8)]
+    both = asyncio.gather(parallel_handoff(outer, nested, SleepOut), parallel_handoff(inner, own, SleepOut))
+    await open_when_in_flight(actor, 4)
+    a, b = await both
     assert all(r.ok for r in a + b)
     assert (await actor.report.remote())["peak"] == 4  # every leaf ran under the inner run's four
 

@@ -9,28 +9,29 @@ import pytest
 
 from actors import WarmPermits
 from cluster.semaphore import ClusterSemaphore
+from tests._waits import HANG_GUARD_S, eventually
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
+
+LONG_LINGER = 60.0
+"""A linger no pause of a busy machine comes near, where the reaper must not act."""
 
 
 @pytest.fixture
 def semaphore():
-    sem = ClusterSemaphore(f"warm-{uuid.uuid4().hex[:8]}", ttl_s=2.0)
+    sem = ClusterSemaphore(f"warm-{uuid.uuid4().hex[:8]}", ttl_s=30.0)  # expiry is not the subject here
     yield sem
     sem.destroy()
 
 
 async def _held(sem: ClusterSemaphore, expected: int) -> int:
-    for _ in range(100):
-        held = (await sem.statistics()).held
-        if held == expected:
-            return held
-        await asyncio.sleep(0.02)
-    return held
+    """The semaphore's ``held`` once it equals ``expected`` (releases are fire-and-forget)."""
+    stats = await eventually(sem.statistics, lambda s: s.held == expected, f"held == {expected}")
+    return stats.held
 
 
 async def test_a_returned_lease_is_reused_by_the_next_take(semaphore):
-    permits = WarmPermits(semaphore, linger=5.0)
+    permits = WarmPermits(semaphore, linger=LONG_LINGER)
     first = await permits.take(4)
     permits.give_back(first, reuse=True)
     second = await permits.take(4)
@@ -49,7 +50,7 @@ async def test_idle_leases_are_released_after_the_linger(semaphore):
 
 
 async def test_a_lease_granted_under_another_cap_is_not_reused(semaphore):
-    permits = WarmPermits(semaphore, linger=5.0)
+    permits = WarmPermits(semaphore, linger=LONG_LINGER)
     wide = [await permits.take(4) for _ in range(4)]
     for lease in wide:
         permits.give_back(lease, reuse=True)
@@ -60,8 +61,9 @@ async def test_a_lease_granted_under_another_cap_is_not_reused(semaphore):
 
 
 async def test_warm_leases_never_let_more_than_the_cap_be_held(semaphore):
-    permits = WarmPermits(semaphore, linger=5.0)
+    permits = WarmPermits(semaphore, linger=LONG_LINGER)
     in_flight = peak = 0
+    four_at_once = asyncio.Event()  # the first holders wait here until the cap is reached
 
     async def work() -> None:
         nonlocal in_flight, peak
@@ -69,6 +71,9 @@ async def test_warm_leases_never_let_more_than_the_cap_be_held(semaphore):
             lease = await permits.take(4)
             in_flight += 1
             peak = max(peak, in_flight)
+            if in_flight == 4:
+                four_at_once.set()
+            await asyncio.wait_for(four_at_once.wait(), HANG_GUARD_S)
             await asyncio.sleep(0.005)
             in_flight -= 1
             permits.give_back(lease, reuse=True)
@@ -76,6 +81,29 @@ async def test_warm_leases_never_let_more_than_the_cap_be_held(semaphore):
     await asyncio.gather(*(work() for _ in range(12)))
     stats = await semaphore.statistics()
     assert peak == 4 and stats.max_held == 4
-    assert permits.reused > 0
     assert permits.release_idle() <= 4
     assert await _held(semaphore, 0) == 0
+
+
+async def test_nothing_is_reused_while_a_request_waits(semaphore):
+    permits = WarmPermits(semaphore, linger=5.0)
+    mine = [await permits.take(4) for _ in range(4)]
+    waiter = asyncio.ensure_future(semaphore.acquire(limit=4))  # someone else queues
+    await eventually(semaphore.statistics, lambda s: s.waiting == 1, "the other request is parked")
+    for lease in mine:
+        permits.give_back(lease, reuse=True)  # released, not kept: the waiter is served first
+    other = await waiter
+    assert permits.reused == 0
+    await semaphore.release(other)
+    assert await _held(semaphore, 0) == 0
+
+
+async def test_a_lease_the_semaphore_no_longer_holds_is_never_reused(semaphore):
+    permits = WarmPermits(semaphore, linger=30.0)
+    lease = await permits.take(4)
+    assert await semaphore.release(lease) is True  # lost behind the cache's back (as by expiry)
+    permits.give_back(lease, reuse=True)
+    fresh = await permits.take(4)
+    assert fresh.lease_id != lease.lease_id and fresh.generation > lease.generation
+    assert permits.reused == 0
+    permits.give_back(fresh, reuse=False)

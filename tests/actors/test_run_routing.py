@@ -11,7 +11,8 @@ import ray
 
 from actors import Orchestrator, Run, RunConfigError, RunEvent
 from coordinators import AgentState, ContextSnapshot, CoordinatorResult, TransitionBatch
-from tests.actors._peak import SleepIn, new_counter, sleepy_registry
+from tests._waits import HANG_GUARD_S
+from tests.actors._peak import SleepIn, new_counter, sleepy_registry, wait_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 
@@ -21,13 +22,13 @@ class Planner:
 
     name = "planner"
 
-    def __init__(self, counter: str, seconds: float, calls: int = 3) -> None:
-        self.counter, self.seconds, self.calls = counter, seconds, calls
+    def __init__(self, counter: str, seconds: float, calls: int = 3, gate: bool = False) -> None:
+        self.counter, self.seconds, self.calls, self.gate = counter, seconds, calls, gate
 
     async def process(self, snapshot: ContextSnapshot, message: str) -> CoordinatorResult:
         batch = TransitionBatch().update_stage("exploring")
         for i in range(self.calls):
-            batch.execute_tool("sleep", SleepIn(counter=self.counter, seconds=self.seconds, tag=i).model_dump())
+            batch.execute_tool("sleep", SleepIn(counter=self.counter, seconds=self.seconds, tag=i, gate=self.gate).model_dump())
         batch.execute_tool("sleep", {"counter": self.counter, "seconds": 0, "tag": 99, "forbidden": True})
         return CoordinatorResult(batch, reasoning=f"planned {self.calls + 1} calls", handoff_to="guard")
 
@@ -74,8 +75,8 @@ def sleepy_run():
     ray.kill(counter)
 
 
-def _loop(orch: Orchestrator, counter: str, seconds: float, **kw: Any) -> Run:
-    coordinators = {"planner": Planner(counter, seconds), "guard": Guard(), "judge": Judge()}
+def _loop(orch: Orchestrator, counter: str, seconds: float, gate: bool = False, **kw: Any) -> Run:
+    coordinators = {"planner": Planner(counter, seconds, gate=gate), "guard": Guard(), "judge": Judge()}
     return Run(orch, coordinators, first="planner", fallback="judge", vetting="guard", **kw)
 
 
@@ -110,20 +111,15 @@ async def test_unknown_coordinator_names_are_rejected_up_front(sleepy_run):
 
 async def test_cancelling_a_run_cancels_in_flight_handoffs_and_leaves_no_pending_call(sleepy_run):
     orch, name, counter = sleepy_run
-    task = asyncio.ensure_future(_loop(orch, name, 30.0).run("go"))
-    while (await counter.report.remote())["current"] < 3:
-        await asyncio.sleep(0.05)
+    task = asyncio.ensure_future(_loop(orch, name, 0.0, gate=True).run("go"))  # the gate never opens
+    await wait_until(counter, "current", 3)
     task.cancel()
-    outcome = await asyncio.wait_for(task, 60)
+    outcome = await asyncio.wait_for(task, HANG_GUARD_S)
     assert outcome.status == "cancelled"
     state = await orch.snapshot()
     assert state.pending_tool_calls == {}
     assert all(m.metadata["is_error"] for m in state.messages if m.role == "tool")
-    for _ in range(100):
-        report = await counter.report.remote()
-        if report["cancelled"] == 3:
-            break
-        await asyncio.sleep(0.05)
+    report = await wait_until(counter, "cancelled", 3)
     assert (report["cancelled"], report["finished"], report["current"]) == (3, 0, 0)
 
 

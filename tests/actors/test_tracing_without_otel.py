@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.timeout(900)]
 
 # Ray's own helper processes (dashboard agent, log monitor...) may import OpenTelemetry for
 # Ray's metrics; they are not soloist, so only the driver and the workers are blinded.

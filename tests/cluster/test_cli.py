@@ -76,7 +76,7 @@ def test_help_reads_well_and_exits_zero():
     ],
 )
 def test_bad_arguments_exit_two_with_a_message_naming_the_problem(args, message):
-    result = _soloist(*args, timeout=60)
+    result = _soloist(*args, timeout=120)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
 
@@ -98,7 +98,7 @@ def test_run_reports_the_defining_file_and_line_and_the_import_edge(fixture_repo
     assert not any(f["path"].startswith("build/") for f in outcome["state"]["findings"])
     assert outcome["handoffs"] > 0 and outcome["handoff_errors"] == 0
 
-    status = _soloist("status", "--store", str(store), "--json", timeout=60)
+    status = _soloist("status", "--store", str(store), "--json", timeout=120)
     assert status.returncode == 0, status.stderr
     runs = json.loads(status.stdout)["runs"]
     assert [(r["name"], r["version"]) for r in runs] == [("tax-run", outcome["version"])]

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from actors import Call, Orchestrator, SkillRegistry, handoff, parallel_handoff
 from cluster.metrics import registry as metrics
 from cluster.metrics import Aggregate, MetricsDelta
+from tests._waits import HANG_GUARD_S
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -48,7 +49,7 @@ def scrape(url: str) -> str:
         return response.read().decode()
 
 
-def scrape_until(url: str, ready: Callable[[Samples], bool], timeout: float = 60.0) -> Samples:
+def scrape_until(url: str, ready: Callable[[Samples], bool], timeout: float = HANG_GUARD_S) -> Samples:
     """Scrape until ``ready`` holds: other processes push their deltas on their own timer."""
     deadline = time.monotonic() + timeout
     while True:

@@ -16,7 +16,7 @@ from actors import Call, Orchestrator, SkillRegistry, parallel_handoff
 from cluster import metrics
 from tests.cluster.test_metrics import Samples, scrape_until, total, value
 
-pytestmark = [pytest.mark.multinode, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.multinode, pytest.mark.timeout(900)]
 
 
 class WhereIn(BaseModel):

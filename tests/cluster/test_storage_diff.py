@@ -70,13 +70,14 @@ def test_one_message_appended_to_100k_messages_gives_a_tiny_fast_diff() -> None:
     old = {"messages": messages, "session_id": "s", "max_tokens": 4096}
     new = copy.deepcopy(old)
     new["messages"].append({"role": "assistant", "content": "hi", "name": None, "metadata": {}})
-    started = time.perf_counter()
+    # CPU time of this thread, not wall time: what other processes of a busy machine do is not counted.
+    started = time.thread_time()
     diff = diff_states(old, new)
-    elapsed = time.perf_counter() - started
-    print(f"diff_states on 100k messages + 1: {elapsed * 1000:.1f} ms")
+    cpu = time.thread_time() - started
+    print(f"diff_states on 100k messages + 1: {cpu * 1000:.1f} ms of CPU")
     assert diff == {"append": {"messages": [new["messages"][-1]]}}
     assert len(repr(diff)) < 200
-    assert elapsed < 1.0
+    assert cpu < 1.0
 
 
 @pytest.mark.parametrize(

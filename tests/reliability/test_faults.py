@@ -27,12 +27,12 @@ import pytest
 import ray
 from pydantic import BaseModel
 
-from actors import Call, Orchestrator, OrchestratorNotFound, SubagentLost, parallel_handoff
-from actors import pool_for
+from actors import Orchestrator, OrchestratorNotFound, SubagentLost, parallel_handoff, pool_for
 from cluster.storage import SqliteStore, StoreReadOnly, StoreWriteFailed
-from tests.actors._peak import SleepIn, SleepOut, new_counter, sleepy_registry
+from tests._waits import HANG_GUARD_S, process_gone
+from tests.actors._peak import SleepOut, gated_calls, new_counter, open_when_in_flight, replicas_answer, sleepy_registry, wait_until
 
-pytestmark = [pytest.mark.reliability, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.reliability, pytest.mark.timeout(900)]
 
 DRIVER = Path(__file__).with_name("_driver.py")
 REPO = Path(__file__).resolve().parents[2]
@@ -43,26 +43,23 @@ class Tally(BaseModel):
     notes: list[str] = []
 
 
-def _calls(counter: str, n: int, seconds: float) -> list[Call]:
-    return [Call("sleep", SleepIn(counter=counter, seconds=seconds, tag=i)) for i in range(n)]
-
-
-async def _wait_in_flight(counter: Any, n: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while (await counter.report.remote())["current"] < n:
-        assert time.monotonic() < deadline, f"never reached {n} in flight"
-        await asyncio.sleep(0.02)
-
-
 async def _next_batch_reaches_four(orch: Orchestrator[Any], counter: Any, name: str) -> None:
     """Once every replica answers again (Ray restarts a killed one), a batch must reach 4 in
-    flight: fewer would mean a permit leaked."""
-    await asyncio.gather(*(h.ping.remote() for h in pool_for(orch.caller, "sleep").handles()))
+    flight: fewer would mean a permit leaked (the gated bodies wait until 4 are inside)."""
+    await replicas_answer(pool_for(orch.caller, "sleep").handles())
     await counter.reset.remote()
-    again = await parallel_handoff(orch, _calls(name, 8, 1.0), SleepOut)  # long enough to overlap on a busy machine
+    batch = asyncio.ensure_future(parallel_handoff(orch, gated_calls(name, 8, seconds=0.2), SleepOut))
+    await open_when_in_flight(counter, 4)
+    again = await batch
     assert all(r.ok for r in again), [r.error for r in again if not r.ok]
     report = await counter.report.remote()
     assert report["peak"] == 4, f"a permit leaked or the cap broke: peak {report['peak']}"
+
+
+async def _acked_more(acked: list[str], n: int) -> None:
+    """Until the writer has ``n`` acknowledged writes (each ack is the event; no deadline here)."""
+    while len(acked) < n:
+        await asyncio.sleep(0.05)
 
 
 def _note(request: str):  # noqa: ANN202
@@ -88,16 +85,17 @@ async def test_sigkill_of_the_orchestrator_during_a_parallel_batch_loses_no_ackn
 
         stop = asyncio.Event()
         writer = asyncio.ensure_future(keep_writing(stop))
-        batch = asyncio.ensure_future(parallel_handoff(orch, _calls(name, 8, 1.0), SleepOut))
-        await _wait_in_flight(counter, 4)
+        # Gated: the first four bodies stay inside until the orchestrator has been killed.
+        batch = asyncio.ensure_future(parallel_handoff(orch, gated_calls(name, 8, seconds=0.2), SleepOut))
+        await wait_until(counter, "current", 4)
         pid = await orch._actor.__ray_call__.remote(lambda self: os.getpid())
         before_kill = len(acked)
         os.kill(pid, signal.SIGKILL)
+        await counter.open.remote()
         results = await batch
         assert all(r.ok for r in results), "the handoffs do not depend on the orchestrator process"
         assert (await counter.report.remote())["peak"] == 4
-        while len(acked) < before_kill + 20:  # writes go on against the restarted actor
-            await asyncio.sleep(0.05)
+        await asyncio.wait_for(_acked_more(acked, before_kill + 20), HANG_GUARD_S)  # writes go on against the restarted actor
         stop.set()
         await writer
         assert await orch._actor.__ray_call__.remote(lambda self: os.getpid()) != pid
@@ -114,10 +112,14 @@ async def test_a_subagent_killed_mid_call_fails_only_its_item_and_leaks_no_permi
     name, counter = new_counter()
     orch = Orchestrator(Tally(), caller=sleepy_registry(replicas=4))
     try:
-        batch = asyncio.ensure_future(parallel_handoff(orch, _calls(name, 4, 5.0), SleepOut))
-        await _wait_in_flight(counter, 4)
+        # Gated: all four bodies are inside (one per replica) when the victim is killed.
+        batch = asyncio.ensure_future(parallel_handoff(orch, gated_calls(name, 4), SleepOut))
+        await wait_until(counter, "current", 4)
         victim = pool_for(orch.caller, "sleep").handles()[0]
+        victim_pid = await victim.__ray_call__.remote(lambda self: os.getpid())
         ray.kill(victim, no_restart=False)
+        await process_gone(victim_pid)  # only then may the others finish
+        await counter.open.remote()
         results = await batch
         failed = [r for r in results if not r.ok]
         assert len(failed) == 1 and isinstance(failed[0].error, SubagentLost) and "'sleep'" in str(failed[0].error)
@@ -174,7 +176,7 @@ def _seen(request: str):  # noqa: ANN202
     return fn
 
 
-async def _wait_until_gone(run: str, timeout: float = 60) -> None:
+async def _wait_until_gone(run: str, timeout: float = HANG_GUARD_S) -> None:
     """Ray tears the dead driver's actor down asynchronously: wait until attaching by name
     (without the store) says the run is no longer live."""
     deadline = time.monotonic() + timeout

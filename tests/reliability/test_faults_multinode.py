@@ -8,7 +8,7 @@ never more than 4 skill bodies in flight across the cluster; the next batch reac
 from __future__ import annotations
 
 import asyncio
-import time
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -17,11 +17,12 @@ from pydantic import BaseModel
 from ray.cluster_utils import Cluster
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from actors import Call, Orchestrator, SubagentLost, parallel_handoff
-from actors import pool_for
-from tests.actors._peak import NAMESPACE, PeakCounter, SleepIn, SleepOut, sleepy_registry
+from actors import Orchestrator, SubagentLost, parallel_handoff, pool_for
+from tests._waits import process_gone
+from tests.actors._peak import (NAMESPACE, PeakCounter, SleepOut, gated_calls, open_when_in_flight, replicas_answer,
+                               sleepy_registry, wait_until)
 
-pytestmark = [pytest.mark.reliability, pytest.mark.multinode, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.reliability, pytest.mark.multinode, pytest.mark.timeout(900)]
 
 
 class Tally(BaseModel):
@@ -42,8 +43,8 @@ def cluster() -> Iterator[Cluster]:
     c.shutdown()
 
 
-def _calls(counter: str, n: int, seconds: float) -> list[Call]:
-    return [Call("sleep", SleepIn(counter=counter, seconds=seconds, tag=i)) for i in range(n)]
+def _pid(actor: object) -> int:
+    return os.getpid()
 
 
 async def test_removing_a_worker_node_mid_batch_loses_no_write_and_leaks_no_permit(cluster):
@@ -69,12 +70,14 @@ async def test_removing_a_worker_node_mid_batch_loses_no_write_and_leaks_no_perm
                 i += 1
 
         writer = asyncio.ensure_future(keep_writing())
-        batch = asyncio.ensure_future(parallel_handoff(orch, _calls(name, 4, 8.0), SleepOut))
-        deadline = time.monotonic() + 60
-        while (await counter.report.remote())["current"] < 4:
-            assert time.monotonic() < deadline, "the batch never reached 4 in flight"
-            await asyncio.sleep(0.05)
+        # Gated: the four bodies stay inside until the node and its workers are gone.
+        batch = asyncio.ensure_future(parallel_handoff(orch, gated_calls(name, 4), SleepOut))
+        await wait_until(counter, "current", 4)
+        doomed = [await h.__ray_call__.remote(_pid) for h, n in zip(replicas, nodes) if n == victim_id]
         cluster.remove_node(victim)
+        for pid in doomed:
+            await process_gone(pid)
+        await counter.open.remote()
         results = await batch
         stop.set()
         await writer
@@ -85,10 +88,11 @@ async def test_removing_a_worker_node_mid_batch_loses_no_write_and_leaks_no_perm
         assert (await orch.snapshot()).notes == acked, "an acknowledged write was lost"
         # Lost replicas are restarted by Ray on the surviving nodes; once they answer, a batch
         # that cannot reach 4 in flight would mean a leaked permit (a slow restart is not one).
-        await asyncio.gather(*(h.ping.remote() for h in pool_for(orch.caller, "sleep").handles()))
+        await replicas_answer(pool_for(orch.caller, "sleep").handles())
         await counter.reset.remote()
-        # bodies long enough that scheduling jitter on a busy machine cannot hide a fourth permit
-        again = await parallel_handoff(orch, _calls(name, 8, 1.5), SleepOut)
+        batch = asyncio.ensure_future(parallel_handoff(orch, gated_calls(name, 8, seconds=0.3), SleepOut))
+        await open_when_in_flight(counter, 4)  # four bodies inside at once: no permit leaked
+        again = await batch
         assert all(r.ok for r in again)
         assert (await counter.report.remote())["peak"] == 4
     finally:

@@ -34,7 +34,7 @@ from cluster.cli import code_skill_registry
 from coordinators import AgentState, ContextSnapshot, CoordinatorResult, TransitionBatch
 from tests.reliability._support import captured_logs, files_containing
 
-pytestmark = [pytest.mark.reliability, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.reliability, pytest.mark.timeout(900)]
 
 
 def _handles_in(value: Any, seen: set[int] | None = None, depth: int = 0) -> list[str]:

@@ -2,14 +2,20 @@
 
 The work under test runs in different kinds of processes (subagent actors, MCP servers the
 test did not start as Ray actors), so the counter is a JSON file updated under ``flock``.
+Its gate is a second file: gated work waits, after ``enter``, until the test has created it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import json
 import os
+import time
 from typing import Any
+
+GATE_GUARD_S = 120.0
+"""A gated unit of work gives up waiting after this long (a hang guard, not a timing)."""
 
 
 class FilePeak:
@@ -51,3 +57,16 @@ class FilePeak:
 
     def report(self) -> dict[str, Any]:
         return self._update(lambda s: None)
+
+    def open(self) -> None:
+        """Let gated work go on (parked or still to come)."""
+        with open(self.path + ".open", "w"):
+            pass
+
+    async def gate(self) -> None:
+        """Park until ``open`` was called (by the test, in any process on this machine)."""
+        deadline = time.monotonic() + GATE_GUARD_S
+        while not os.path.exists(self.path + ".open"):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the gate {self.path}.open was never opened")
+            await asyncio.sleep(0.02)

@@ -3,7 +3,7 @@
 Run as ``python mcp_server.py`` (stdio) or ``python mcp_server.py --http PORT`` (streamable
 HTTP on 127.0.0.1). Tools: ``add`` (typed round trip), ``fail`` (a tool error), ``slow``
 (sleeps, then answers this process's pid), ``pid``, and ``work`` (sleeps while counted in a
-``FilePeak`` file, to measure in-flight work where it runs).
+``FilePeak`` file, to measure in-flight work where it runs; optionally held at its gate).
 """
 
 from __future__ import annotations
@@ -59,11 +59,13 @@ class Worked(BaseModel):
 
 
 @server.tool()
-async def work(counter: str, seconds: float, tag: int) -> Worked:
-    """Sleep ``seconds`` while counted in the ``FilePeak`` file ``counter``."""
+async def work(counter: str, seconds: float, tag: int, gate: bool = False) -> Worked:
+    """Sleep ``seconds`` while counted in the ``FilePeak`` file ``counter`` (after its gate opens, if ``gate``)."""
     peak = FilePeak(counter)
     peak.enter()
     try:
+        if gate:
+            await peak.gate()
         await asyncio.sleep(seconds)
     finally:
         peak.exit()

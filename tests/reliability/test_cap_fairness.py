@@ -1,0 +1,148 @@
+"""No run starves another: waiters are served in order across processes and runs, warm
+reuse never jumps the queue; and no semaphore actor outlives the runs that used it.
+
+Shares are counted by the skill bodies (``_cap_support.Intervals``), per requesting process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import ray
+from pydantic import BaseModel
+
+from actors import Orchestrator, pool_for
+from tests.actors._peak import replicas_answer
+from tests.reliability._cap_support import Intervals, cap_registry, new_named, wait_for
+
+pytestmark = [pytest.mark.reliability, pytest.mark.timeout(900), pytest.mark.usefixtures("ray_session")]
+
+DRIVER = Path(__file__).with_name("_cap_driver.py")
+REPO = Path(__file__).resolve().parents[2]
+SECONDS = 20.0
+
+
+class Empty(BaseModel):
+    pass
+
+
+def _driver(*args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    address = ray.get_runtime_context().gcs_address
+    return subprocess.Popen([sys.executable, str(DRIVER), args[0], address, *args[1:]], cwd=REPO, env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+async def _line(proc: subprocess.Popen[str], prefix: str) -> str:
+    while True:
+        line = await asyncio.to_thread(proc.stdout.readline)  # type: ignore[union-attr]
+        assert line, f"driver exited before printing {prefix!r} (code {proc.poll()})"
+        if line.startswith(prefix):
+            return line.strip()
+
+
+async def _race(runs: list[Orchestrator], intervals_name: str, intervals) -> dict[str, float]:
+    """Two driver processes hand off back to back for SECONDS each; their shares of grants.
+
+    The runs' subagent replicas are started first: on a busy machine starting a pool's
+    processes takes seconds, and the race measures how permits are shared, not that.
+    """
+    for run in {id(r): r for r in runs}.values():
+        await replicas_answer(pool_for(run.caller, "work").handles())
+    drivers = [_driver("fair", run.name, intervals_name, tag, str(SECONDS)) for run, tag in zip(runs, ("a", "b"))]
+    try:
+        for d in drivers:
+            await _line(d, "READY")
+        for d in drivers:  # start together
+            d.stdin.write("go\n")  # type: ignore[union-attr]
+            d.stdin.flush()  # type: ignore[union-attr]
+        counts = [int((await _line(d, "COUNT")).split()[1]) for d in drivers]
+    finally:
+        for d in drivers:
+            d.kill()
+            d.wait()
+    report = await intervals.report.remote()
+    by_tag = report["by_tag"]
+    total = by_tag.get("a", 0) + by_tag.get("b", 0)
+    shares = {tag: by_tag.get(tag, 0) / total for tag in ("a", "b")}
+    print(f"\ngrants a={by_tag.get('a', 0)} b={by_tag.get('b', 0)} (drivers counted {counts}); shares "
+          f"a={shares['a']:.1%} b={shares['b']:.1%}; peak {report['peak']}; longest wait from dispatch to body "
+          f"start {report['max_wait'] * 1000:.0f} ms")
+    assert report["peak"] <= 4
+    return shares
+
+
+async def test_two_processes_on_one_run_each_get_at_least_forty_percent_of_the_grants():
+    intervals_name, intervals = new_named(Intervals)
+    orch = Orchestrator(Empty(), caller=cap_registry(replicas=4), name=f"fair-{intervals_name}")
+    try:
+        shares = await _race([orch, orch], intervals_name, intervals)
+        assert min(shares.values()) >= 0.4, shares
+    finally:
+        await orch.close()
+        ray.kill(intervals)
+
+
+async def test_two_runs_on_one_shared_scope_each_get_at_least_forty_percent_of_the_grants():
+    intervals_name, intervals = new_named(Intervals)
+    scope = f"shared-{intervals_name}"
+    runs = [Orchestrator(Empty(), caller=cap_registry(replicas=4), name=f"fair-{tag}-{intervals_name}", semaphore_scope=scope)
+            for tag in ("a", "b")]
+    try:
+        shares = await _race(runs, intervals_name, intervals)
+        assert min(shares.values()) >= 0.4, shares
+    finally:
+        for run in runs:
+            await run.close()
+        ray.kill(intervals)
+
+
+def _soloist_actors() -> list[str]:
+    return sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == "soloist")
+
+
+async def test_opening_and_closing_two_hundred_runs_leaves_the_soloist_actors_as_they_were():
+    # One run first: it starts the cluster-wide singletons a session keeps (the metrics
+    # collector), which are not per run; counted from there, nothing may be left over.
+    existing = set(_soloist_actors())
+    await Orchestrator(Empty()).close()
+
+    async def singletons_only() -> list[str] | None:
+        now = _soloist_actors()
+        per_run = [n for n in now if n not in existing and n.startswith(("soloist:sem:", "soloist:orch:"))]
+        return None if per_run else now
+
+    before = await wait_for(singletons_only, "the first run's own actors to be gone")
+    for _ in range(200):
+        await Orchestrator(Empty()).close()
+    after = await wait_for(lambda: _settled(before), "the closed runs' actors to be gone", timeout=180)
+    print(f"\nsoloist actors before {len(before)}, after 200 runs opened and closed {len(after)}")
+    assert after == before
+
+
+async def _settled(before: list[str]) -> list[str] | None:
+    now = _soloist_actors()
+    return now if now == before else None
+
+
+async def test_a_runs_semaphore_ends_with_the_process_that_owned_the_run():
+    scope = f"owned-{uuid.uuid4().hex[:8]}"
+    driver = _driver("own", scope)
+    try:
+        await _line(driver, "READY")
+    finally:
+        driver.wait(timeout=120)
+    started = time.monotonic()
+    await wait_for(lambda: _absent(f"soloist:sem:{scope}"), "the semaphore of a dead driver's run to end", timeout=180)
+    print(f"\nsemaphore ended {time.monotonic() - started:.1f}s after its run's driver exited")
+
+
+async def _absent(name: str) -> bool:
+    return name not in _soloist_actors()
