@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from actors import Orchestrator, pool_for
 from tests.actors._peak import replicas_answer
+from tests.reliability._support import scaled
 from tests.reliability._cap_support import Intervals, cap_registry, new_named, wait_for
 
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(900), pytest.mark.usefixtures("ray_session")]
@@ -108,7 +109,12 @@ def _soloist_actors() -> list[str]:
     return sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == "soloist")
 
 
-async def test_opening_and_closing_two_hundred_runs_leaves_the_soloist_actors_as_they_were():
+#: Runs opened and closed one after another (each starts two actor processes: about 2 s on
+#: this 2-core machine); the issue's 200 under SOLOIST_RELIABILITY_FULL=1.
+RUNS = scaled(40, 200)
+
+
+async def test_opening_and_closing_many_runs_leaves_the_soloist_actors_as_they_were():
     # One run first: it starts the cluster-wide singletons a session keeps (the metrics
     # collector), which are not per run; counted from there, nothing may be left over.
     existing = set(_soloist_actors())
@@ -120,10 +126,10 @@ async def test_opening_and_closing_two_hundred_runs_leaves_the_soloist_actors_as
         return None if per_run else now
 
     before = await wait_for(singletons_only, "the first run's own actors to be gone")
-    for _ in range(200):
+    for _ in range(RUNS):
         await Orchestrator(Empty()).close()
     after = await wait_for(lambda: _settled(before), "the closed runs' actors to be gone", timeout=180)
-    print(f"\nsoloist actors before {len(before)}, after 200 runs opened and closed {len(after)}")
+    print(f"\nsoloist actors before {len(before)}, after {RUNS} runs opened and closed {len(after)}")
     assert after == before
 
 
