@@ -107,12 +107,33 @@ async def test_killing_a_subagent_mid_call_fails_that_item_and_the_next_batch_st
     await _next_batch_reaches_four(orch, counter, name)
 
 
+async def _replicas_off_the_head(orch: Orchestrator, head: str, fresh: list[Orchestrator]) -> tuple[Orchestrator, list[Any], list[str]]:
+    """A run whose pool has a replica on a worker node. SPREAD is Ray's best effort (on a
+    busy machine it may put every replica on the head), so a fresh pool is made until one is."""
+    for _ in range(5):
+        replicas = pool_for(orch.caller, "sleep").handles()
+        nodes = await asyncio.gather(*(h.node_id.remote() for h in replicas))
+        if any(n != head for n in nodes):
+            return orch, replicas, nodes
+        orch = Orchestrator(Empty(), caller=sleepy_registry(replicas=4))
+        fresh.append(orch)
+    pytest.fail("Ray placed every replica of five fresh pools on the head node")
+
+
 async def test_removing_a_worker_node_mid_batch_fails_its_items_and_the_next_batch_still_reaches_four(run, cluster):
-    orch, name, counter = run
-    pool = pool_for(orch.caller, "sleep")
+    first, name, counter = run
     head = ray.get_runtime_context().get_node_id()
-    replicas = pool.handles()
-    nodes = await asyncio.gather(*(h.node_id.remote() for h in replicas))
+    fresh: list[Orchestrator] = []
+    try:
+        await _remove_a_worker_node_mid_batch(first, head, fresh, name, counter, cluster)
+    finally:
+        for orch in fresh:
+            await orch.close()
+
+
+async def _remove_a_worker_node_mid_batch(first: Orchestrator, head: str, fresh: list[Orchestrator], name: str, counter: Any,
+                                          cluster: Cluster) -> None:
+    orch, replicas, nodes = await _replicas_off_the_head(first, head, fresh)
     victim_id = next(n for n in nodes if n != head)
     victim = next(node for node in cluster.worker_nodes if node.node_id == victim_id)
     batch = asyncio.ensure_future(parallel_handoff(orch, gated_calls(name, 4), SleepOut))  # opened after the removal

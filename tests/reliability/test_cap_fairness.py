@@ -128,14 +128,20 @@ async def test_opening_and_closing_many_runs_leaves_the_soloist_actors_as_they_w
     before = await wait_for(singletons_only, "the first run's own actors to be gone")
     for _ in range(RUNS):
         await Orchestrator(Empty()).close()
-    after = await wait_for(lambda: _settled(before), "the closed runs' actors to be gone", timeout=180)
+    try:
+        after = await wait_for(lambda: _settled(before), "the closed runs' actors to be gone", timeout=180)
+    except AssertionError:
+        left = sorted(set(_soloist_actors()) - set(before))
+        raise AssertionError(f"{len(left)} soloist actors left after {RUNS} runs were closed: {left[:10]}") from None
     print(f"\nsoloist actors before {len(before)}, after {RUNS} runs opened and closed {len(after)}")
-    assert after == before
+    assert set(after) <= set(before)
 
 
 async def _settled(before: list[str]) -> list[str] | None:
+    """The soloist actors once none is left that these runs made. (Actors of earlier tests in
+    the session may end meanwhile, e.g. a dead driver's semaphore: fewer is not a leak.)"""
     now = _soloist_actors()
-    return now if now == before else None
+    return now if set(now) <= set(before) else None
 
 
 async def test_a_runs_semaphore_ends_with_the_process_that_owned_the_run():
