@@ -160,9 +160,13 @@ async def _call_subagent(
         raise CallerFailed(skill, f"handoff {skill!r}: the caller failed: {type(cause).__name__}: {cause}") from cause
     except asyncio.CancelledError:
         # The subagent cancels the body; its permit is given back when the body has returned
-        # (for a sync skill: when its thread does, see ``Interruptible``).
+        # (for a sync skill: when its thread does, see ``Interruptible``). Not recursive: Ray
+        # would also drop the body's own actor calls still queued in its process, and an actor
+        # that executes its callers' calls in order then waits 30 s for the missing one and
+        # fails every later call of that subagent to it. The body's own work stops with the
+        # body (its awaits are cancelled; a nested handoff cancels its subagent like this).
         outcome = "cancelled"
-        ray.cancel(ref)
+        ray.cancel(ref, recursive=False)
         raise
     except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError, ray.exceptions.NodeDiedError) as exc:
         pool.forget(slot, actor)

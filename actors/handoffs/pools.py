@@ -26,6 +26,7 @@ import asyncio
 import hashlib
 import itertools
 import logging
+import random
 import threading
 import time
 from typing import Any
@@ -33,6 +34,7 @@ from typing import Any
 import cloudpickle
 import ray
 from pydantic import BaseModel, ConfigDict
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.agents.managed import AgentConfig
 from actors.callers.protocol import DEFAULT_POOL, Interruptible, PooledCaller, ToolCallResult
@@ -166,14 +168,27 @@ def _node() -> str:
 _RemoteSubagent = ray.remote(SubagentActor)
 
 
-def create_replica(caller: Any, skill: str, *, name: str, num_cpus: float) -> Any:
-    """The named subagent actor ``name`` (joined if it is alive, created otherwise)."""
+def _nodes_for(num_cpus: float) -> list[str]:
+    """The alive nodes that can hold a replica needing ``num_cpus``, in a stable order."""
+    return sorted(
+        node["NodeID"] for node in ray.nodes()
+        if node.get("Alive") and node.get("Resources", {}).get("CPU", 0.0) >= num_cpus
+    )
+
+
+def create_replica(caller: Any, skill: str, *, name: str, num_cpus: float, node: str | None = None) -> Any:
+    """The named subagent actor ``name`` (joined if it is alive, created otherwise), on
+    ``node`` when it is alive and has room there, elsewhere otherwise."""
+    if node is None:
+        strategy: Any = "SPREAD"
+    else:
+        strategy = NodeAffinitySchedulingStrategy(node, soft=True, _spill_on_unavailable=True)
     return _RemoteSubagent.options(
         name=name,
         namespace=SOLOIST_NAMESPACE,
         get_if_exists=True,
         num_cpus=num_cpus,
-        scheduling_strategy="SPREAD",
+        scheduling_strategy=strategy,
         max_restarts=-1,  # a killed replica comes back for the next call...
         max_task_retries=0,  # ...but the call it was serving fails: no silent re-execution
         max_concurrency=64,
@@ -192,7 +207,12 @@ class PoolStatistics(BaseModel):
 
 
 class SubagentPool:
-    """Round-robin over ``replicas`` named subagent actors of one (caller, skill)."""
+    """Round-robin over ``replicas`` named subagent actors of one (caller, skill).
+
+    Slot ``i`` is placed on the ``i``-th alive node (round robin, from a random start), not
+    left to Ray's ``SPREAD``: that is best effort and, on a busy cluster, puts every replica
+    of a pool on one node. A lost replica is re-created on a node alive at that moment.
+    """
 
     def __init__(self, caller: Any, skill: str, *, key: str, replicas: int, num_cpus: float) -> None:
         self._caller = caller
@@ -203,6 +223,8 @@ class SubagentPool:
         self._num_cpus = num_cpus
         # One handle per replica slot; a slot whose actor died is re-created lazily.
         self._handles: list[Any | None] = [None] * replicas
+        self._nodes: list[str] = []  # where slot i goes: _nodes[i % len]; refreshed after a loss
+        self._first_node = random.randrange(1 << 16)
         self._next = itertools.count()
         self._lock = threading.Lock()
         self._calls = 0
@@ -215,7 +237,11 @@ class SubagentPool:
     def _slot_handle(self, slot: int) -> Any:
         handle = self._handles[slot]
         if handle is None:
-            handle = create_replica(self._caller, self._skill, name=f"{self._name}:{slot}", num_cpus=self._num_cpus)
+            if not self._nodes:
+                self._nodes = _nodes_for(self._num_cpus)
+            node = self._nodes[(self._first_node + slot) % len(self._nodes)] if self._nodes else None
+            handle = create_replica(self._caller, self._skill, name=f"{self._name}:{slot}", num_cpus=self._num_cpus,
+                                    node=node)
             self._handles[slot] = handle
             self._report(slot, handle, None)  # once per (re-)creation: off the per-call path
         return handle
@@ -244,6 +270,7 @@ class SubagentPool:
         with self._lock:
             if self._handles[slot] is handle:
                 self._handles[slot] = None
+                self._nodes = []  # its node may be gone: place the new one among the nodes alive then
                 self._replaced += 1
                 self._report(slot, handle, "the subagent actor was lost; it is replaced on the next call")
                 _log.warning("subagent %s:%d is gone; it will be replaced", self._name, slot, extra={"component": "subagent", "skill": self._skill})
