@@ -17,6 +17,11 @@ import pytest
 
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+# Ray starts its workers at nice 15, to leave the cores to its own raylet: beside other work
+# at nice 0 (both cores busy with someone else's loops) they would get about 3% of a core
+# and the suite would crawl for hours. The suite's workers, and those of the Ray instances
+# its subprocesses start, compete on equal terms with the rest of the machine.
+os.environ.setdefault("RAY_worker_niceness", "0")
 # `soloist run` joins the cluster a user started with `soloist up` (recorded under
 # SOLOIST_HOME): tests, and the commands they start, must never find a user's cluster.
 if "SOLOIST_HOME" not in os.environ:
