@@ -29,7 +29,7 @@ from cluster import metrics
 __all__ = [
     "BenchContext", "Progress", "NoopIn", "NoopOut", "SleepIn", "SleepOut", "Counter", "bump", "make_registry",
     "RawCounter", "RawHolder", "RawSubagent", "ensure_ray", "ship_by_value", "timed", "interleaved", "close_run",
-    "run_name", "BurnIn", "BurnOut", "burn", "calibrate_burn", "load_average",
+    "run_name", "BurnIn", "BurnOut", "burn", "calibrate_burn", "load_average", "start_runs",
 ]
 
 _log = logging.getLogger("soloist.bench")
@@ -216,6 +216,20 @@ async def close_run(orch: Orchestrator[Any]) -> None:
     await orch.close()
 
 
+async def start_runs(*factories: Callable[[], Orchestrator[Any]]) -> list[Orchestrator[Any]]:
+    """Construct several orchestrators at once, each in a thread (the constructor blocks until
+    its actor and semaphore answer), so their processes start side by side instead of one
+    after the other. If one fails, the others are closed and the first error is raised."""
+    made = await asyncio.gather(*[asyncio.to_thread(factory) for factory in factories], return_exceptions=True)
+    failed = [r for r in made if isinstance(r, BaseException)]
+    if failed:
+        for orch in made:
+            if isinstance(orch, Orchestrator):
+                await close_run(orch)
+        raise failed[0]
+    return list(made)  # type: ignore[arg-type]
+
+
 # -------------------------------------------------------------------- timing
 
 
@@ -287,6 +301,7 @@ class BenchContext:
     measure: str = ""
     _registry: SkillRegistry | None = None
     _raw: list[Any] = field(default_factory=list)
+    _run: Orchestrator[Any] | None = None
 
     @property
     def skills(self) -> SkillRegistry:
@@ -301,8 +316,26 @@ class BenchContext:
             self._raw = [RawSubagent.remote(self.skills) for _ in range(self.config.replicas)]
         return self._raw
 
-    def reset_skills(self) -> None:
-        """Forget the registry and the raw subagents (a new Ray session needs new ones)."""
+    async def handoff_run(self) -> Orchestrator[Any]:
+        """One run handing off to the shared skills, started on first use and kept for every
+        measure that only hands off (its state is never written): starting an orchestrator
+        costs two worker processes, which is most of a short measure's time on 2 cores.
+        Closed by ``close_handoff_run`` (the runner does, before Ray stops)."""
+        if self._run is None:
+            skills = self.skills
+            self._run = await asyncio.to_thread(lambda: Orchestrator(Counter(), caller=skills, name=run_name("handoffs")))
+        return self._run
+
+    async def close_handoff_run(self) -> None:
+        """Close the shared handoff run, if one was started."""
+        run, self._run = self._run, None
+        if run is not None:
+            await close_run(run)
+
+    async def reset_skills(self) -> None:
+        """Close the shared run and forget the registry and the raw subagents (a new Ray
+        session needs new ones)."""
+        await self.close_handoff_run()
         self._registry = None
         self._raw = []
 

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from actors import Orchestrator
-from benchmarks._harness import BenchContext, Counter, RawCounter, bump, close_run, run_name, timed
+from benchmarks._harness import BenchContext, Counter, RawCounter, bump, close_run, run_name, start_runs, timed
 from benchmarks.results import Figure, MeasureResult
 from coordinators import AgentState, TransitionBatch
 
@@ -53,10 +53,12 @@ async def run(ctx: BenchContext) -> MeasureResult:
     await raw.apply_fn.remote(token, uuid.uuid4().hex, bump)  # started and warm
     ctx.step("starting orchestrators")
     with tempfile.TemporaryDirectory(prefix="soloist-bench-") as tmp:
-        plain = Orchestrator(Counter(), name=run_name("apply"))
-        sync = Orchestrator(Counter(), name=run_name("sync"), store=os.path.join(tmp, "sync.db"), durability="sync")
-        batch = Orchestrator(Counter(), name=run_name("batch"), store=os.path.join(tmp, "batch.db"), durability="batch")
-        agent = Orchestrator(AgentState(), name=run_name("agent"))
+        plain, sync, batch, agent = await start_runs(
+            lambda: Orchestrator(Counter(), name=run_name("apply")),
+            lambda: Orchestrator(Counter(), name=run_name("sync"), store=os.path.join(tmp, "sync.db"), durability="sync"),
+            lambda: Orchestrator(Counter(), name=run_name("batch"), store=os.path.join(tmp, "batch.db"), durability="batch"),
+            lambda: Orchestrator(AgentState(), name=run_name("agent")),
+        )
         one_change = tuple(TransitionBatch().update_state("n", 1))
         variants: dict[str, tuple[int, Callable[[], Awaitable[Any]]]] = {
             "raw": (n, lambda: raw.apply_fn.remote(token, uuid.uuid4().hex, bump)),

@@ -78,14 +78,15 @@ def preset(mode: Mode) -> BenchConfig:
         # Most of a quick run is fixed cost (worker processes starting on 2 cores), so besides
         # call counts it runs 2 interleaved rounds (one in each order) and starts fewer
         # processes: 2 replicas per skill (still one per core for the CPU-bound fan-out), 2
-        # nodes, 2 runs, 2 state sizes, one journal size; and it builds smaller states.
+        # nodes, 2 runs, 2 state sizes, one journal size killed once per mode (each kill is a
+        # worker process restarting); and it builds smaller states.
         return BenchConfig(
             mode="quick", rounds=2, replicas=2, apply_calls=300, durable_apply_calls=150,
             snapshot_sizes=(10, 10_000), snapshot_reads=1,
-            handoff_calls=30, cold_handoff_calls=3, parallel_calls=80, cpu_calls=8, driver_calls=20,
+            handoff_calls=30, cold_handoff_calls=3, parallel_calls=80, cpu_calls=8, driver_calls=8,
             scaling_nodes=(1, 2), scaling_runs=(1, 2), scaling_calls_per_run=30, scaling_node_runs=1,
             scaling_node_replicas=2, memory_messages=20_000, memory_rounds=1,
-            recovery_changes=(600,), checkpoint_every=250, recovery_kills=2, scaling_rounds=1, observability_calls=60,
+            recovery_changes=(600,), checkpoint_every=250, recovery_kills=1, scaling_rounds=1, observability_calls=60,
         )
     if mode == "smallest":
         return BenchConfig(

@@ -10,7 +10,9 @@ JSON it prints against an independent ``ast`` reading of the same files
   those that do;
 * **edge precision**: the share of the edges given as the answer that are true importers;
 * **wall time**: of the whole command, Ray's start-up included (or not, when a cluster
-  started by ``soloist up`` is running), and the run itself.
+  started by ``soloist up`` is running), and the run itself. The full run asks each question
+  with an embedded Ray of its own, as a person would; the quick and smallest presets join the
+  bench's running Ray (``--address``), so their wall time excludes Ray's start-up.
 
 Targets (issue 16): every definition, recall >= 0.95, precision >= 0.9. Run it alone with
 ``python -m benchmarks.exploration_accuracy`` (prints the per-package table).
@@ -31,6 +33,7 @@ import tempfile
 import time
 from typing import Any
 
+import ray
 from pydantic import BaseModel, ConfigDict
 
 from benchmarks._harness import BenchContext
@@ -166,11 +169,12 @@ def score_package(package: str, symbol: str, truth: PackageTruth, stdout: str, e
 
 
 def run_question(package: str, symbol: str, root: str, *, soloist_home: str | None = None,
-                 on_score: Any = None) -> PackageScore:
+                 on_score: Any = None, address: str | None = None) -> PackageScore:
     """Run ``soloist run`` on one package in a fresh process and score what it prints.
 
     ``soloist_home`` is the ``SOLOIST_HOME`` the command sees (where ``soloist up`` records
-    its cluster); None keeps the caller's."""
+    its cluster); None keeps the caller's. ``address``: a running Ray for the command to
+    join (``--address``) instead of starting its own."""
     truth = truth_for(root, symbol)
     env = dict(os.environ)
     if soloist_home is not None:
@@ -178,7 +182,8 @@ def run_question(package: str, symbol: str, root: str, *, soloist_home: str | No
     with tempfile.TemporaryDirectory(prefix="soloist-accuracy-") as cwd:
         started = time.perf_counter()
         done = subprocess.run(
-            [sys.executable, "-c", _LAUNCH, "run", question_for(symbol), "--root", root, "--json"],
+            [sys.executable, "-c", _LAUNCH, "run", question_for(symbol), "--root", root, "--json",
+             *(["--address", address] if address else [])],
             cwd=cwd, capture_output=True, text=True, timeout=_RUN_TIMEOUT_S, env=env,
         )
         wall = time.perf_counter() - started
@@ -229,8 +234,10 @@ def table(scores: list[PackageScore]) -> str:
     return "\n".join(lines)
 
 
-def evaluate(packages: list[tuple[str, str]], on_step: Any = None, on_score: Any = None) -> tuple[list[PackageScore], list[str]]:
-    """Score every installed package of ``packages``; the names of the missing ones beside."""
+def evaluate(packages: list[tuple[str, str]], on_step: Any = None, on_score: Any = None,
+             address: str | None = None) -> tuple[list[PackageScore], list[str]]:
+    """Score every installed package of ``packages``; the names of the missing ones beside.
+    ``address``: a running Ray every question joins (None: each starts its own)."""
     scores: list[PackageScore] = []
     missing: list[str] = []
     for package, symbol in packages:
@@ -240,12 +247,15 @@ def evaluate(packages: list[tuple[str, str]], on_step: Any = None, on_score: Any
             continue
         if on_step is not None:
             on_step(f"{package}: {symbol}")
-        scores.append(run_question(package, symbol, root, on_score=on_score))
+        scores.append(run_question(package, symbol, root, on_score=on_score, address=address))
     return scores, missing
 
 
 async def run(ctx: BenchContext) -> MeasureResult:
-    scores, missing = await asyncio.to_thread(evaluate, selected(ctx.config.mode), ctx.step)
+    # Quick and smallest join the bench's Ray: Ray's start-up is the same fixed cost for every
+    # question, and the full run keeps it in (one embedded Ray per question).
+    address = None if ctx.config.mode == "full" else ray.get_runtime_context().gcs_address
+    scores, missing = await asyncio.to_thread(evaluate, selected(ctx.config.mode), ctx.step, None, address)
     if not scores:
         return MeasureResult(name=NAME, title=TITLE, skipped=f"none of the packages is installed: {', '.join(missing)}")
     precisions = [s.precision for s in scores if not math.isnan(s.precision)]

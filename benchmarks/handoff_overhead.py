@@ -16,8 +16,8 @@ import asyncio
 import itertools
 import time
 
-from actors import Call, Orchestrator, handoff, parallel_handoff
-from benchmarks._harness import BenchContext, Counter, NoopOut, close_run, interleaved, run_name
+from actors import Call, handoff, parallel_handoff
+from benchmarks._harness import BenchContext, NoopOut, interleaved
 from benchmarks.results import Figure, MeasureResult
 
 NAME = "handoff_overhead"
@@ -46,64 +46,61 @@ async def raw_fanout(actors: list, n: int, skill: str, arguments: dict, cap: int
 async def run(ctx: BenchContext) -> MeasureResult:
     cfg = ctx.config
     ctx.step("warming up subagents")
-    orch = Orchestrator(Counter(), caller=ctx.skills, name=run_name("handoff"))
+    orch = await ctx.handoff_run()
     raws = ctx.raw_subagents()
-    try:
-        await parallel_handoff(orch, [Call("noop")] * 8, NoopOut)
-        await asyncio.gather(*[r.call.remote("noop", {}) for r in raws])
+    await parallel_handoff(orch, [Call("noop")] * 8, NoopOut)
+    await asyncio.gather(*[r.call.remote("noop", {}) for r in raws])
 
-        ctx.step("warm single handoffs")
-        n = cfg.handoff_calls
+    ctx.step("warm single handoffs")
+    n = cfg.handoff_calls
 
-        async def ours_single() -> None:
-            for _ in range(n):
-                await handoff(orch, Call("noop"), NoopOut)
+    async def ours_single() -> None:
+        for _ in range(n):
+            await handoff(orch, Call("noop"), NoopOut)
 
-        async def raw_single() -> None:
-            for _ in range(n):
-                await raws[0].call.remote("noop", {})
+    async def raw_single() -> None:
+        for _ in range(n):
+            await raws[0].call.remote("noop", {})
 
-        ours, base = await interleaved(ours_single, raw_single, cfg.rounds)
-        warm = Figure(
-            measure=NAME, name="one no-op handoff, warm", values=[s * 1e3 / n for s in ours], baselines=[s * 1e3 / n for s in base],
-            baseline_name="one raw call to an equivalent actor", unit="ms", better="lower", target=WARM_TARGET,
-            params={"calls": n},
-        )
+    ours, base = await interleaved(ours_single, raw_single, cfg.rounds)
+    warm = Figure(
+        measure=NAME, name="one no-op handoff, warm", values=[s * 1e3 / n for s in ours], baselines=[s * 1e3 / n for s in base],
+        baseline_name="one raw call to an equivalent actor", unit="ms", better="lower", target=WARM_TARGET,
+        params={"calls": n},
+    )
 
-        ctx.step(f"cold single handoffs ({cfg.cold_gap_s * 1e3:.0f} ms idle before each)")
-        k, gap = cfg.cold_handoff_calls, cfg.cold_gap_s
+    ctx.step(f"cold single handoffs ({cfg.cold_gap_s * 1e3:.0f} ms idle before each)")
+    k, gap = cfg.cold_handoff_calls, cfg.cold_gap_s
 
-        async def after_gaps(call) -> float:  # the calls alone, not the idle gaps
-            spent = 0.0
-            for _ in range(k):
-                await asyncio.sleep(gap)
-                started = time.perf_counter()
-                await call()
-                spent += time.perf_counter() - started
-            return spent
+    async def after_gaps(call) -> float:  # the calls alone, not the idle gaps
+        spent = 0.0
+        for _ in range(k):
+            await asyncio.sleep(gap)
+            started = time.perf_counter()
+            await call()
+            spent += time.perf_counter() - started
+        return spent
 
-        cold_ours: list[float] = []
-        cold_base: list[float] = []
-        for r in range(cfg.rounds):
-            pair = [(cold_ours, lambda: handoff(orch, Call("noop"), NoopOut)), (cold_base, lambda: raws[0].call.remote("noop", {}))]
-            for sink, call in (pair if r % 2 == 0 else pair[::-1]):
-                sink.append(await after_gaps(call) * 1e3 / k)
-        cold = Figure(
-            measure=NAME, name=f"one no-op handoff, cold ({gap * 1e3:.0f} ms idle before)", values=cold_ours, baselines=cold_base,
-            baseline_name="one raw call after the same idle gap", unit="ms", better="lower", target=COLD_TARGET,
-            params={"calls": k, "idle_gap_s": gap},
-        )
+    cold_ours: list[float] = []
+    cold_base: list[float] = []
+    for r in range(cfg.rounds):
+        pair = [(cold_ours, lambda: handoff(orch, Call("noop"), NoopOut)), (cold_base, lambda: raws[0].call.remote("noop", {}))]
+        for sink, call in (pair if r % 2 == 0 else pair[::-1]):
+            sink.append(await after_gaps(call) * 1e3 / k)
+    cold = Figure(
+        measure=NAME, name=f"one no-op handoff, cold ({gap * 1e3:.0f} ms idle before)", values=cold_ours, baselines=cold_base,
+        baseline_name="one raw call after the same idle gap", unit="ms", better="lower", target=COLD_TARGET,
+        params={"calls": k, "idle_gap_s": gap},
+    )
 
-        ctx.step("parallel_handoff at cap 4")
-        m = cfg.parallel_calls
-        calls = [Call("noop")] * m
-        ours, base = await interleaved(lambda: parallel_handoff(orch, calls, NoopOut), lambda: raw_fanout(raws, m, "noop", {}),
-                                       cfg.rounds)
-        parallel = Figure(
-            measure=NAME, name="parallel_handoff no-op, cap 4", values=[m / s for s in ours], baselines=[m / s for s in base],
-            baseline_name="raw Ray calls under asyncio.Semaphore(4)", unit="calls/s", better="higher", target=PARALLEL_TARGET,
-            params={"calls": m, "cap": 4},
-        )
-    finally:
-        await close_run(orch)
+    ctx.step("parallel_handoff at cap 4")
+    m = cfg.parallel_calls
+    calls = [Call("noop")] * m
+    ours, base = await interleaved(lambda: parallel_handoff(orch, calls, NoopOut), lambda: raw_fanout(raws, m, "noop", {}),
+                                   cfg.rounds)
+    parallel = Figure(
+        measure=NAME, name="parallel_handoff no-op, cap 4", values=[m / s for s in ours], baselines=[m / s for s in base],
+        baseline_name="raw Ray calls under asyncio.Semaphore(4)", unit="calls/s", better="higher", target=PARALLEL_TARGET,
+        params={"calls": m, "cap": 4},
+    )
     return MeasureResult(name=NAME, title=TITLE, figures=[warm, cold, parallel])

@@ -17,8 +17,8 @@ import sys
 
 import ray
 
-from actors import Call, Orchestrator, parallel_handoff
-from benchmarks._harness import BenchContext, Counter, SleepIn, SleepOut, close_run, run_name, timed
+from actors import Call, parallel_handoff
+from benchmarks._harness import BenchContext, SleepIn, SleepOut, timed
 from benchmarks.parallel_efficiency import CAP, ideal_seconds
 from benchmarks.results import Figure, MeasureResult
 
@@ -50,7 +50,7 @@ async def run(ctx: BenchContext) -> MeasureResult:
     cfg = ctx.config
     k, n, sleep_s = cfg.drivers, cfg.driver_calls, cfg.fanout_sleep_s
     ctx.step(f"starting {k} driver processes")
-    orch = Orchestrator(Counter(), caller=ctx.skills, name=run_name("drivers"))
+    orch = await ctx.handoff_run()
     address = ray.get_runtime_context().gcs_address
     children: list[asyncio.subprocess.Process] = []
     ours: list[float] = []
@@ -92,7 +92,6 @@ async def run(ctx: BenchContext) -> MeasureResult:
             except asyncio.TimeoutError:
                 child.kill()
                 await child.wait()
-        await close_run(orch)
     ideal = ideal_seconds(k * n, sleep_s)
     params: dict[str, float | int | str] = {"drivers": k, "calls_per_driver": n, "sleep_s": sleep_s, "cap": CAP}
     figures = [

@@ -18,7 +18,7 @@ from typing import Any
 
 from actors import Call, Orchestrator, parallel_handoff
 from actors import pool_for
-from benchmarks._harness import BenchContext, Counter, NoopOut, close_run, run_name, timed
+from benchmarks._harness import BenchContext, Counter, NoopOut, close_run, run_name, start_runs, timed
 from benchmarks.results import Figure, MeasureResult
 
 NAME = "observability_cost"
@@ -62,8 +62,9 @@ async def run(ctx: BenchContext) -> MeasureResult:
     n = cfg.observability_calls
     calls = [Call("noop")] * n
     # Two runs on the same subagent pool: set_tracer cannot be undone (None is a no-op).
-    plain = Orchestrator(Counter(), caller=ctx.skills, name=run_name("obs"))
-    traced_run = Orchestrator(Counter(), caller=ctx.skills, name=run_name("obs-traced"))
+    plain = await ctx.handoff_run()
+    skills = ctx.skills
+    (traced_run,) = await start_runs(lambda: Orchestrator(Counter(), caller=skills, name=run_name("obs-traced")))
     if traced is not None:
         traced_run.set_tracer(traced[0])
     variants: dict[str, tuple[bool, bool]] = {"off": (False, False)}
@@ -95,7 +96,6 @@ async def run(ctx: BenchContext) -> MeasureResult:
             await _set_metrics(metrics, handles, was_on)
         if traced is not None:
             traced[1].shutdown()
-        await close_run(plain)
         await close_run(traced_run)
     base = [n / s for s in seconds["off"]]
     figures = [

@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from actors import Call, Orchestrator, parallel_handoff
-from benchmarks._harness import BenchContext, Counter, SleepIn, SleepOut, close_run, interleaved, run_name
+from benchmarks._harness import BenchContext, Counter, SleepIn, SleepOut, interleaved
 from benchmarks.handoff_overhead import raw_fanout
 from benchmarks.results import Figure, MeasureResult
 
@@ -32,13 +32,9 @@ def ideal_seconds(calls: int, sleep_s: float, cap: int = CAP) -> float:
 
 
 @contextlib.asynccontextmanager
-async def fanout_run(ctx: BenchContext, prefix: str) -> AsyncIterator[Orchestrator[Counter]]:
-    """A run handing off to the bench's skills, closed (with its semaphore) on exit."""
-    orch = Orchestrator(Counter(), caller=ctx.skills, name=run_name(prefix))
-    try:
-        yield orch
-    finally:
-        await close_run(orch)
+async def fanout_run(ctx: BenchContext) -> AsyncIterator[Orchestrator[Counter]]:
+    """The bench's shared run handing off to its skills (the runner closes it at the end)."""
+    yield await ctx.handoff_run()
 
 
 async def warm_fanout(orch: Orchestrator[Counter], calls: list[Call], out_type: type) -> Callable[[], Awaitable[None]]:
@@ -63,7 +59,7 @@ async def run(ctx: BenchContext) -> MeasureResult:
     args = {"seconds": cfg.fanout_sleep_s}
     await asyncio.gather(*[r.call.remote("sleep", args) for r in raws])
     calls = [Call("sleep", SleepIn(seconds=cfg.fanout_sleep_s))] * cfg.fanout_calls
-    async with fanout_run(ctx, "fanout") as orch:
+    async with fanout_run(ctx) as orch:
         once = await warm_fanout(orch, calls, SleepOut)
         ctx.step("soloist parallel_handoff and raw Ray + asyncio.Semaphore(4), interleaved")
         ours, raw = await interleaved(once, lambda: raw_fanout(raws, cfg.fanout_calls, "sleep", args), cfg.rounds)

@@ -92,7 +92,7 @@ async def run(ctx: BenchContext) -> MeasureResult:
     ideal = ideal_seconds(cfg.fanout_calls, cfg.fanout_sleep_s)
 
     # One warm run serves the three fan-outs (each warms its own skill's pool first).
-    async with fanout_run(ctx, "peer") as orch:
+    async with fanout_run(ctx) as orch:
         ctx.step("sleeping fan-out")
         once = await warm_fanout(orch, [Call("sleep", SleepIn(seconds=cfg.fanout_sleep_s))] * cfg.fanout_calls, SleepOut)
         ours_sleep, lg_sleep = await interleaved(once, _langgraph(graph, cfg.fanout_calls, cfg.fanout_sleep_s), cfg.rounds)

@@ -8,7 +8,8 @@ after it. The figure is the time from the kill until ``version()`` answers with 
 through the sizes of ``recovery_changes``: one without checkpoints (every entry is
 replayed) and one with a checkpoint every ``checkpoint_every`` versions. The baseline, in
 the same rounds, is the same kill and restart of a durable run with one change: what any
-restart costs, so the ratio is what replaying adds. The actor's pid comes from an ``fn``
+restart costs, so the ratio is what replaying adds (one such kill per round serves both
+journals; the order of the three kills rotates round by round). The actor's pid comes from an ``fn``
 that raises it as an exception (the public API; the state does not change).
 """
 
@@ -23,7 +24,7 @@ import time
 from pydantic import BaseModel
 
 from actors import Orchestrator
-from benchmarks._harness import BenchContext, close_run, run_name
+from benchmarks._harness import BenchContext, close_run, run_name, start_runs
 from benchmarks.results import Figure, MeasureResult
 
 NAME = "recovery"
@@ -53,7 +54,7 @@ def _pid(state: Journalled) -> None:
 
 
 def steps(ctx: BenchContext) -> int:
-    return 2 * len(ctx.config.recovery_changes) + 1
+    return 3 * len(ctx.config.recovery_changes) + 1
 
 
 async def _fill(orch: Orchestrator[Journalled], changes: int) -> None:
@@ -99,25 +100,32 @@ async def run(ctx: BenchContext) -> MeasureResult:
             return Orchestrator(Journalled(), name=name, store=os.path.join(tmp, f"{name}.db"), durability="batch",
                                 checkpoint_every=every)
 
-        small = durable("recover-one", cfg.checkpoint_every)
-        journals = {"without checkpoints": durable("recover-plain", 0),
-                    f"checkpoint every {cfg.checkpoint_every:,}": durable("recover-ckpt", cfg.checkpoint_every)}
-        runs = [small, *journals.values()]
+        runs = await start_runs(lambda: durable("recover-one", cfg.checkpoint_every), lambda: durable("recover-plain", 0),
+                                lambda: durable("recover-ckpt", cfg.checkpoint_every))
+        small = runs[0]
+        journals = {"without checkpoints": runs[1], f"checkpoint every {cfg.checkpoint_every:,}": runs[2]}
         try:
             await small.apply(_bump)
             built = 0
             for size in sizes:
+                build: dict[str, float] = {}
                 for label, orch in journals.items():
-                    ctx.step(f"{label}: journalling up to {size:,} changes, then {kills} kill(s)")
+                    ctx.step(f"{label}: journalling up to {size:,} changes")
                     started = time.perf_counter()
                     await _fill(orch, size - built)
-                    build_s = time.perf_counter() - started
-                    ours: list[float] = []
-                    base: list[float] = []
-                    for r in range(kills):
-                        pair = [(ours, orch, size), (base, small, 1)]
-                        for sink, target_orch, expected in (pair if r % 2 == 0 else pair[::-1]):
-                            sink.append(await _kill_and_recover(target_orch, expected))
+                    build[label] = time.perf_counter() - started
+                ctx.step(f"{size:,} changes: {kills} kill(s) of each journal and of the one-change run")
+                # One kill of the one-change run per round serves as the baseline of both journals
+                # (any restart costs it); the order rotates round by round.
+                recovered: dict[str, list[float]] = {label: [] for label in journals}
+                base: list[float] = []
+                targets = [(base, small, 1), *[(recovered[label], orch, size) for label, orch in journals.items()]]
+                for r in range(kills):
+                    shift = r % len(targets)
+                    for sink, target_orch, expected in targets[shift:] + targets[:shift]:
+                        sink.append(await _kill_and_recover(target_orch, expected))
+                for label in journals:
+                    ours, build_s = recovered[label], build[label]
                     params: dict[str, float | int | str] = {
                         "changes": size, "checkpoint_every": cfg.checkpoint_every if "every" in label else 0, "durability": "batch"}
                     figures.append(Figure(

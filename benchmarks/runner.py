@@ -126,6 +126,11 @@ async def run_benchmarks_async(
             started_ray = ensure_ray() or started_ray
             results.append(await _run_one(module, ctx))
     finally:
+        if ray.is_initialized():
+            try:
+                await ctx.close_handoff_run()
+            except Exception:  # logged; Ray is stopped below either way
+                _log.exception("closing the shared handoff run failed", extra=_LOG_EXTRA)
         if started_ray and ray.is_initialized():
             ray.shutdown()
     return BenchReport(

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 
 import ray
 from ray.cluster_utils import Cluster
 
 from actors import Call, Orchestrator, parallel_handoff, pool_for
-from benchmarks._harness import BenchContext, Counter, SleepIn, SleepOut, close_run, make_registry, run_name
+from benchmarks._harness import BenchContext, Counter, SleepIn, SleepOut, close_run, make_registry, run_name, start_runs
 from benchmarks.results import Figure, MeasureResult
 from benchmarks.scaling_runs import aggregate_rate, saturation_note
 
@@ -32,12 +33,19 @@ def steps(ctx: BenchContext) -> int:
     return len(ctx.config.scaling_nodes) + 1
 
 
-async def _at_size(ctx: BenchContext, nodes: int) -> tuple[list[float], int]:
-    """Aggregate rate of each round with the current nodes, and how many nodes the replicas landed on."""
+async def _at_size(ctx: BenchContext, nodes: int, grow: Callable[[], None]) -> tuple[list[float], int]:
+    """Grow the cluster to ``nodes`` (``grow``) while this size's runs start; then the aggregate
+    rate of each round, and how many nodes the replicas landed on. The subagent replicas are
+    created by the first handoffs, once every node is up, so SPREAD sees all of them."""
     cfg = ctx.config
     skills = make_registry(replicas=cfg.scaling_node_replicas)  # 6 by default: even over 1, 2 and 3 nodes
-    runs = [Orchestrator(Counter(), caller=skills, name=run_name(f"nodes{nodes}-{i}")) for i in range(cfg.scaling_node_runs)]
+    starting = asyncio.ensure_future(start_runs(
+        *[lambda i=i: Orchestrator(Counter(), caller=skills, name=run_name(f"nodes{nodes}-{i}")) for i in range(cfg.scaling_node_runs)]))
+    (grown,) = await asyncio.gather(asyncio.to_thread(grow), return_exceptions=True)
+    runs = await starting
     try:
+        if isinstance(grown, BaseException):
+            raise grown
         warm = [Call("sleep", SleepIn(seconds=0))] * cfg.scaling_node_replicas
         await asyncio.gather(*[parallel_handoff(o, warm, SleepOut) for o in runs])
         used = {await h.node_id.remote() for h in pool_for(skills, "sleep").handles()}
@@ -52,9 +60,9 @@ async def run(ctx: BenchContext) -> MeasureResult:
     cfg = ctx.config
     levels = sorted(cfg.scaling_nodes)
     ctx.step("starting a local Cluster")
+    await ctx.reset_skills()  # the shared run and the raw subagents belong to the session that ends here
     if ray.is_initialized():
         ray.shutdown()
-    ctx.reset_skills()
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "object_store_memory": _OBJECT_STORE_BYTES,
                                                               "include_dashboard": False})
     rates: list[list[float]] = []
@@ -62,11 +70,14 @@ async def run(ctx: BenchContext) -> MeasureResult:
     try:
         ray.init(address=cluster.address, namespace="soloist-bench", log_to_driver=False)
         for level in levels:
-            while len(cluster.list_all_nodes()) < level:
-                cluster.add_node(num_cpus=1, object_store_memory=_OBJECT_STORE_BYTES)
-            cluster.wait_for_nodes()
+
+            def grow(level: int = level) -> None:
+                while len(cluster.list_all_nodes()) < level:
+                    cluster.add_node(num_cpus=1, object_store_memory=_OBJECT_STORE_BYTES)
+                cluster.wait_for_nodes()
+
             ctx.step(f"{level} node(s)")
-            rate, used = await _at_size(ctx, level)
+            rate, used = await _at_size(ctx, level, grow)
             rates.append(rate)
             spread.append(used)
     finally:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from actors import Call, Orchestrator, parallel_handoff
-from benchmarks._harness import BenchContext, Counter, SleepIn, SleepOut, close_run, run_name, timed
+from benchmarks._harness import BenchContext, Counter, SleepIn, SleepOut, close_run, run_name, start_runs, timed
 from benchmarks.results import Figure, MeasureResult
 
 NAME = "scaling_runs"
@@ -51,7 +51,10 @@ async def run(ctx: BenchContext) -> MeasureResult:
     cfg = ctx.config
     levels = sorted(cfg.scaling_runs)
     ctx.step(f"starting {levels[-1]} orchestrators")
-    runs = [Orchestrator(Counter(), caller=ctx.skills, name=run_name(f"scale{i}")) for i in range(levels[-1])]
+    skills = ctx.skills
+    # The first run is the bench's shared one; the others are started side by side.
+    runs = [await ctx.handoff_run(), *await start_runs(
+        *[lambda i=i: Orchestrator(Counter(), caller=skills, name=run_name(f"scale{i}")) for i in range(1, levels[-1])])]
     rounds: dict[int, list[float]] = {level: [] for level in levels}
     try:
         await asyncio.gather(*[parallel_handoff(o, [Call("sleep", SleepIn(seconds=0))] * 4, SleepOut) for o in runs])
@@ -60,7 +63,7 @@ async def run(ctx: BenchContext) -> MeasureResult:
             for level in (levels if r % 2 == 0 else levels[::-1]):
                 rounds[level].append(await aggregate_rate(runs[:level], cfg.scaling_calls_per_run, cfg.scaling_sleep_s))
     finally:
-        for o in runs:
+        for o in runs[1:]:
             await close_run(o)
     params = {"calls_per_run": cfg.scaling_calls_per_run, "sleep_s": cfg.scaling_sleep_s, "cap_per_run": 4}
     figures = [

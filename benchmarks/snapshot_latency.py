@@ -10,7 +10,7 @@ from __future__ import annotations
 import ray
 
 from actors import Orchestrator
-from benchmarks._harness import BenchContext, RawHolder, close_run, interleaved, run_name
+from benchmarks._harness import BenchContext, RawHolder, close_run, interleaved, run_name, start_runs
 from benchmarks.results import Figure, MeasureResult
 from coordinators import AgentState, Message
 
@@ -33,33 +33,39 @@ def state_of(messages: int) -> AgentState:
 async def run(ctx: BenchContext) -> MeasureResult:
     cfg = ctx.config
     figures: list[Figure] = []
-    for size in cfg.snapshot_sizes:
-        ctx.step(f"{size:,} messages")
-        state = state_of(size)
-        orch = Orchestrator(state, name=run_name("snap"))
-        holder = RawHolder.remote(state)
-        try:
-            await orch.snapshot()
-            await holder.get.remote()
-            reads = cfg.snapshot_reads
+    states = {size: state_of(size) for size in cfg.snapshot_sizes}
+    # Every size's orchestrator starts at once (their processes side by side), each closed after its size.
+    runs = dict(zip(states, await start_runs(*[lambda s=s: Orchestrator(s, name=run_name("snap")) for s in states.values()])))
+    try:
+        for size, state in states.items():
+            ctx.step(f"{size:,} messages")
+            orch = runs.pop(size)
+            holder = RawHolder.remote(state)
+            try:
+                await orch.snapshot()
+                await holder.get.remote()
+                reads = cfg.snapshot_reads
 
-            async def ours_reads() -> None:
-                for _ in range(reads):
-                    await orch.snapshot()
+                async def ours_reads() -> None:
+                    for _ in range(reads):
+                        await orch.snapshot()
 
-            async def raw_reads() -> None:
-                for _ in range(reads):
-                    await holder.get.remote()
+                async def raw_reads() -> None:
+                    for _ in range(reads):
+                        await holder.get.remote()
 
-            ours, base = await interleaved(ours_reads, raw_reads, cfg.rounds)
-        finally:
+                ours, base = await interleaved(ours_reads, raw_reads, cfg.rounds)
+            finally:
+                await close_run(orch)
+                ray.kill(holder)
+            figures.append(Figure(
+                measure=NAME, name=f"snapshot, {size:,} messages", values=[s * 1e3 / reads for s in ours],
+                baselines=[s * 1e3 / reads for s in base],
+                baseline_name="ray.get of the same object from an actor", unit="ms", better="lower",
+                params={"messages": size},
+            ))
+    finally:
+        for orch in runs.values():  # the sizes not reached (an error stopped the loop)
             await close_run(orch)
-            ray.kill(holder)
-        figures.append(Figure(
-            measure=NAME, name=f"snapshot, {size:,} messages", values=[s * 1e3 / reads for s in ours],
-            baselines=[s * 1e3 / reads for s in base],
-            baseline_name="ray.get of the same object from an actor", unit="ms", better="lower",
-            params={"messages": size},
-        ))
     notes = ["latency per snapshot (ms): " + ", ".join(f"{int(f.params['messages']):,} msgs {f.value:.2f}" for f in figures)]
     return MeasureResult(name=NAME, title=TITLE, figures=figures, notes=notes)

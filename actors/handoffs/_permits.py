@@ -73,6 +73,11 @@ class WarmPermits:
     def semaphore(self) -> ClusterSemaphore:
         return self._semaphore
 
+    @property
+    def closed(self) -> bool:
+        """True once ``close`` ran (its scope went away): look the scope's permits up again."""
+        return self._closed.is_set()
+
     async def take(self, limit: int) -> Lease:
         """A lease for a cap of ``limit``: a warm one if this process has a valid one and
         nobody waits, else a new one from the semaphore (in its FIFO order)."""

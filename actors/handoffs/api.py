@@ -209,8 +209,16 @@ async def _dispatch(run: HandoffSettings, call: Call, out_type: Any, *, limit: i
                 )
 
 
+@functools.lru_cache(maxsize=64)
+def _is_target_type(cls: type) -> bool:
+    # Per type, once: ``isinstance`` against a runtime-checkable protocol walks its members
+    # on every call, and this runs for every handoff. (Its members are methods only, so
+    # ``issubclass`` works and says the same as ``isinstance``.)
+    return issubclass(cls, HandoffTarget)
+
+
 def _check_orchestrator(orch: Any) -> None:
-    if not isinstance(orch, HandoffTarget):
+    if not _is_target_type(type(orch)):
         raise TypeError(f"handoffs need an Orchestrator, got {type(orch).__name__}")
 
 

@@ -38,7 +38,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.agents.managed import AgentConfig
 from actors.callers.protocol import DEFAULT_POOL, Interruptible, PooledCaller, ToolCallResult
-from actors.handoffs._permits import drop_permits, permits_for
+from actors.handoffs._permits import WarmPermits, drop_permits, permits_for
 from actors.telemetry import subagent_call, subagent_span
 from cluster.connect import SOLOIST_NAMESPACE
 from cluster.exceptions import SemaphoreUnavailable
@@ -91,20 +91,35 @@ class SubagentActor:
         # Bodies whose requester stopped waiting (timeout) but that still run: kept
         # referenced until they return and give their permit back.
         self._orphans: set[asyncio.Future[Any]] = set()
+        # This replica's warm permits per scope (the process table's, looked up once; a
+        # closed one is looked up again) and its node: off the per-call path.
+        self._permits: dict[str, WarmPermits] = {}
+        self._node_id: str | None = None
+
+    def _permits_of(self, scope: str) -> WarmPermits:
+        permits = self._permits.get(scope)
+        if permits is None or permits.closed:
+            permits = permits_for(scope, ray.get_runtime_context().current_actor)
+            self._permits[scope] = permits
+        return permits
+
+    def _node(self) -> str:
+        if self._node_id is None:
+            self._node_id = _node()
+        return self._node_id
 
     async def handoff_call(
         self, name: str, arguments: dict[str, Any], trace_context: dict[str, str] | None, permit: PermitRequest
     ) -> SubagentReply:
         """Take a permit of ``permit.scope``, run the tool, give the permit back once the
         body has returned (see the module docstring)."""
-        me = ray.get_runtime_context().current_actor
-        permits = permits_for(permit.scope, me)
+        permits = self._permits_of(permit.scope)
         started = time.perf_counter()
         try:
             lease = await permits.take(permit.limit)
         except SemaphoreUnavailable:
             drop_permits(permit.scope, permits)  # the scope was closed (or re-created): look again once
-            permits = permits_for(permit.scope, me)
+            permits = self._permits_of(permit.scope)
             lease = await permits.take(permit.limit)
         waited = time.perf_counter() - started
         work = asyncio.ensure_future(self._run_tool(name, arguments, trace_context))
@@ -124,8 +139,8 @@ class SubagentActor:
         if not work.done():
             work.cancel()
             self._orphans.add(work)
-            return SubagentReply(timed_out=True, stopped=interruptible(self._caller, name), waited_s=waited, node=_node())
-        return SubagentReply(result=work.result(), waited_s=waited, node=_node())
+            return SubagentReply(timed_out=True, stopped=interruptible(self._caller, name), waited_s=waited, node=self._node())
+        return SubagentReply(result=work.result(), waited_s=waited, node=self._node())
 
     async def holds_leases(self, lease_ids: list[str]) -> list[bool]:
         """The semaphore's probe: which of these leases this process still holds."""
@@ -289,16 +304,19 @@ _POOLS: Table[tuple[str, str], SubagentPool] = process_registry().table("handoff
 # (caller key, run name) -> orchestrator actor: the runs whose managed-agent records follow
 # the replicas this process creates for that caller.
 _TRACKERS: Table[tuple[str, str], Any] = process_registry().table("handoffs.pool_trackers")
-# Keys of callers that are not ``PooledCaller``s (a digest of their pickle), weakly held.
+# Pool keys of callers (a ``PooledCaller``'s own, else a digest of the pickle), weakly held.
 _CALLER_KEYS: WeakIdMap[str] = process_registry().weak_id_map("handoffs.caller_keys")
 
 
 def _caller_key(caller: Any) -> str:
-    if isinstance(caller, PooledCaller):
-        return caller.pool_key
+    # Cached per caller object: on the per-handoff path, and ``isinstance`` against a
+    # runtime-checkable protocol walks its members on every call.
     key = _CALLER_KEYS.get(caller)
     if key is None:
-        key = f"caller-{hashlib.sha1(cloudpickle.dumps(caller)).hexdigest()[:12]}"
+        if isinstance(caller, PooledCaller):
+            key = caller.pool_key
+        else:
+            key = f"caller-{hashlib.sha1(cloudpickle.dumps(caller)).hexdigest()[:12]}"
         _CALLER_KEYS.put(caller, key)
     return key
 
