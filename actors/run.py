@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Literal
@@ -47,6 +48,8 @@ from coordinators import (ContextSnapshot, Coordinator, CoordinatorResult, State
                           thaw)
 
 __all__ = ["Run"]
+
+_log = logging.getLogger("soloist.run")
 
 LowConfidence = Literal["fallback", "approval"]
 _DONE = object()
@@ -514,6 +517,10 @@ class Run:
 
     async def _emit(self, kind: str, record: RunRecord, version: int, *, coordinator: str, result: CoordinatorResult | None = None,
                     calls: tuple[str, ...] = (), interrupts: tuple[str, ...] = (), status: str | None = None) -> None:
+        if result is not None:  # every coordinator decision is logged with its reasoning and confidence
+            _log.info("%s turn %d by %s at version %d (confidence %.2f, next %s): %s", kind, record.turn, coordinator,
+                      version, result.confidence, record.next or "-", result.reasoning or "(no reasoning given)",
+                      extra={"component": "run", "orchestrator": self._orch.name})
         if self._on_event is None:
             return
         ctx = await self._orch.context()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import logging
 from pathlib import Path
 
 import pytest
@@ -84,14 +85,19 @@ class _Unsure:
                                  confidence=0.2, handoff_to="planner")
 
 
-async def test_low_confidence_routes_to_the_fallback_without_applying_the_result(tmp_path: Path) -> None:
+async def test_low_confidence_routes_to_the_fallback_without_applying_the_result(tmp_path: Path, caplog) -> None:
     log = str(tmp_path / "effects.log")
     orch = Orchestrator(AgentState(), caller=skill_registry())
     events: list[RunEvent] = []
     try:
         run = Run(orch, [_Unsure(), *three(log)], first="unsure", fallback="reviewer", confidence_threshold=0.5,
                   on_event=events.append)
-        outcome = await run.run("go")
+        with caplog.at_level(logging.INFO, logger="soloist.run"):
+            outcome = await run.run("go")
+        decisions = [r for r in caplog.records if r.name == "soloist.run"]
+        assert any("low_confidence turn 1 by unsure" in r.getMessage() and "(confidence 0.20" in r.getMessage()
+                   and r.getMessage().endswith("a guess") for r in decisions)
+        assert all(getattr(r, "component", None) == "run" for r in decisions)
         assert outcome.status == "complete"
         assert "guess" not in outcome.state
         low = [e for e in events if e.kind == "low_confidence"]
