@@ -93,7 +93,7 @@ def preset(mode: Mode) -> BenchConfig:
             mode="smallest", rounds=1, replicas=1, apply_calls=50, durable_apply_calls=20, snapshot_sizes=(10,),
             snapshot_reads=1, handoff_calls=5, cold_handoff_calls=1, cold_gap_s=0.01, parallel_calls=20, fanout_calls=8,
             fanout_sleep_s=0.02, cpu_calls=4, cpu_seconds=0.01, drivers=2, driver_calls=4,
-            scaling_nodes=(1,), scaling_runs=(1, 2), scaling_calls_per_run=8, scaling_sleep_s=0.0,
+            scaling_nodes=(1, 2), scaling_runs=(1, 2), scaling_calls_per_run=8, scaling_sleep_s=0.0,
             scaling_node_runs=1, scaling_node_replicas=1,
             memory_messages=1_000, memory_rounds=1, recovery_changes=(100, 200), recovery_kills=1, scaling_rounds=1,
             checkpoint_every=50, observability_calls=20,

@@ -19,7 +19,7 @@ import ray
 from ray.cluster_utils import Cluster
 
 from actors import Call, Orchestrator, parallel_handoff, pool_for
-from benchmarks._harness import BenchContext, Counter, SleepIn, SleepOut, close_run, make_registry, run_name, start_runs
+from benchmarks._harness import BenchContext, Counter, SleepIn, SleepOut, close_run, make_registry, run_name
 from benchmarks.results import Figure, MeasureResult
 from benchmarks.scaling_runs import aggregate_rate, saturation_note
 
@@ -39,13 +39,22 @@ async def _at_size(ctx: BenchContext, nodes: int, grow: Callable[[], None]) -> t
     created by the first handoffs, once every node is up, so SPREAD sees all of them."""
     cfg = ctx.config
     skills = make_registry(replicas=cfg.scaling_node_replicas)  # 6 by default: even over 1, 2 and 3 nodes
-    starting = asyncio.ensure_future(start_runs(
-        *[lambda i=i: Orchestrator(Counter(), caller=skills, name=run_name(f"nodes{nodes}-{i}")) for i in range(cfg.scaling_node_runs)]))
-    (grown,) = await asyncio.gather(asyncio.to_thread(grow), return_exceptions=True)
-    runs = await starting
+    loop = asyncio.get_running_loop()
+    # The runs start in worker threads (submitted here, at once); the node starts in this
+    # thread, because Ray installs signal handlers when it starts a node.
+    starting = [loop.run_in_executor(None, lambda i=i: Orchestrator(Counter(), caller=skills, name=run_name(f"nodes{nodes}-{i}")))
+                for i in range(cfg.scaling_node_runs)]
+    grown: BaseException | None = None
     try:
-        if isinstance(grown, BaseException):
-            raise grown
+        grow()
+    except Exception as exc:  # raised below, once the runs that did start are known (and closed)
+        grown = exc
+    made = await asyncio.gather(*starting, return_exceptions=True)
+    runs = [r for r in made if isinstance(r, Orchestrator)]
+    try:
+        failed = [r for r in made if isinstance(r, BaseException)]
+        if grown is not None or failed:
+            raise grown or failed[0]
         warm = [Call("sleep", SleepIn(seconds=0))] * cfg.scaling_node_replicas
         await asyncio.gather(*[parallel_handoff(o, warm, SleepOut) for o in runs])
         used = {await h.node_id.remote() for h in pool_for(skills, "sleep").handles()}

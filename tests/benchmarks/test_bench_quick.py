@@ -39,7 +39,7 @@ _EXPECTED_FIGURES = {
     "multi_driver": 2,
     "scaling_runs": 2,
     "exploration_accuracy": 4,
-    "scaling_nodes": 1,
+    "scaling_nodes": 2,  # one node, then a second one added (the path that starts a node)
 }
 
 
