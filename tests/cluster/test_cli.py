@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests._signals import sigint_as_at_a_terminal
+
 SOLOIST = [sys.executable, "-m", "cluster.cli"]
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -131,6 +133,7 @@ def test_ctrl_c_cancels_in_flight_handoffs_and_leaves_no_pending_call():
         [*SOLOIST, "run", "Where are `ActorPool`, `placement_group` and `RuntimeContext` defined?", "--root", ray_tree,
          "--json", "--max-parallel", "1"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT,
+        preexec_fn=sigint_as_at_a_terminal,
     )
     assert proc.stderr is not None
     deadline = time.monotonic() + 240

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -165,3 +168,24 @@ async def wait_for(predicate: Any, what: str, timeout: float = 120.0) -> Any:
             return value
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         await asyncio.sleep(0.05)
+
+
+_DRIVER = Path(__file__).with_name("_cap_driver.py")
+_REPO = Path(__file__).resolve().parents[2]
+
+
+def start_driver(*args: str) -> subprocess.Popen[str]:
+    """``_cap_driver.py MODE ADDRESS ARGS...`` in its own process, joined to this test's Ray."""
+    env = {**os.environ, "PYTHONPATH": str(_REPO)}
+    address = ray.get_runtime_context().gcs_address
+    return subprocess.Popen([sys.executable, str(_DRIVER), args[0], address, *args[1:]], cwd=_REPO, env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+async def read_line(proc: subprocess.Popen[str], prefix: str) -> str:
+    """The driver's next output line that starts with ``prefix`` (it announces its steps)."""
+    while True:
+        line = await asyncio.to_thread(proc.stdout.readline)  # type: ignore[union-attr]
+        assert line, f"driver exited before printing {prefix!r} (code {proc.poll()})"
+        if line.startswith(prefix):
+            return line.strip()

@@ -10,9 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,13 +19,12 @@ from pydantic import BaseModel
 from actors import Call, Orchestrator, SubagentLost, parallel_handoff, pool_for
 from cluster import ClusterSemaphore
 from tests.actors._peak import replicas_answer
-from tests.reliability._cap_support import Gate, Intervals, WorkIn, WorkOut, cap_registry, new_named, wait_for
+from tests.reliability._cap_support import (Gate, Intervals, WorkIn, WorkOut, cap_registry, new_named, read_line,
+                                            start_driver, wait_for)
 
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(600), pytest.mark.usefixtures("ray_session")]
 
 TTL = 1.0
-DRIVER = Path(__file__).with_name("_cap_driver.py")
-REPO = Path(__file__).resolve().parents[2]
 
 
 class Empty(BaseModel):
@@ -180,25 +176,12 @@ async def _gone(pid: int) -> bool:
     return False
 
 
-def _driver(*args: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    address = ray.get_runtime_context().gcs_address
-    return subprocess.Popen([sys.executable, str(DRIVER), args[0], address, *args[1:]], cwd=REPO, env=env,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-
-
-async def _line(proc: subprocess.Popen[str], prefix: str) -> str:
-    while True:
-        line = await asyncio.to_thread(proc.stdout.readline)  # type: ignore[union-attr]
-        assert line, f"driver exited before printing {prefix!r} (code {proc.poll()})"
-        if line.startswith(prefix):
-            return line.strip()
 
 
 async def test_a_paused_driver_neither_grows_the_cap_nor_blocks_it_past_its_work(cap):
-    driver = _driver("hold", cap.orch.name, cap.intervals_name, cap.gate_name)
+    driver = start_driver("hold", cap.orch.name, cap.intervals_name, cap.gate_name)
     try:
-        await _line(driver, "READY")
+        await read_line(driver, "READY")
         await cap.running(4)
         os.kill(driver.pid, signal.SIGSTOP)
         fresh = asyncio.ensure_future(parallel_handoff(cap.orch, cap.calls("work", 4, tag="new"), WorkOut))
@@ -215,7 +198,7 @@ async def test_a_paused_driver_neither_grows_the_cap_nor_blocks_it_past_its_work
         assert report["peak"] == 4
         assert _admitted_as_old_ones_end(await cap.intervals.spans.remote("new"), await cap.intervals.spans.remote("driver"))
         os.kill(driver.pid, signal.SIGCONT)
-        assert await _line(driver, "DONE") == "DONE 4"
+        assert await read_line(driver, "DONE") == "DONE 4"
     finally:
         os.kill(driver.pid, signal.SIGCONT)
         driver.kill()

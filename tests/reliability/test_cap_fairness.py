@@ -7,12 +7,8 @@ Shares are counted by the skill bodies (``_cap_support.Intervals``), per request
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 import ray
@@ -21,12 +17,10 @@ from pydantic import BaseModel
 from actors import Orchestrator, pool_for
 from tests.actors._peak import replicas_answer
 from tests.reliability._support import scaled
-from tests.reliability._cap_support import Intervals, cap_registry, new_named, wait_for
+from tests.reliability._cap_support import Intervals, cap_registry, new_named, read_line, start_driver, wait_for
 
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(900), pytest.mark.usefixtures("ray_session")]
 
-DRIVER = Path(__file__).with_name("_cap_driver.py")
-REPO = Path(__file__).resolve().parents[2]
 SECONDS = 20.0
 
 
@@ -34,19 +28,6 @@ class Empty(BaseModel):
     pass
 
 
-def _driver(*args: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    address = ray.get_runtime_context().gcs_address
-    return subprocess.Popen([sys.executable, str(DRIVER), args[0], address, *args[1:]], cwd=REPO, env=env,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-
-
-async def _line(proc: subprocess.Popen[str], prefix: str) -> str:
-    while True:
-        line = await asyncio.to_thread(proc.stdout.readline)  # type: ignore[union-attr]
-        assert line, f"driver exited before printing {prefix!r} (code {proc.poll()})"
-        if line.startswith(prefix):
-            return line.strip()
 
 
 async def _race(runs: list[Orchestrator], intervals_name: str, intervals) -> dict[str, float]:
@@ -57,14 +38,14 @@ async def _race(runs: list[Orchestrator], intervals_name: str, intervals) -> dic
     """
     for run in {id(r): r for r in runs}.values():
         await replicas_answer(pool_for(run.caller, "work").handles())
-    drivers = [_driver("fair", run.name, intervals_name, tag, str(SECONDS)) for run, tag in zip(runs, ("a", "b"))]
+    drivers = [start_driver("fair", run.name, intervals_name, tag, str(SECONDS)) for run, tag in zip(runs, ("a", "b"))]
     try:
         for d in drivers:
-            await _line(d, "READY")
+            await read_line(d, "READY")
         for d in drivers:  # start together
             d.stdin.write("go\n")  # type: ignore[union-attr]
             d.stdin.flush()  # type: ignore[union-attr]
-        counts = [int((await _line(d, "COUNT")).split()[1]) for d in drivers]
+        counts = [int((await read_line(d, "COUNT")).split()[1]) for d in drivers]
     finally:
         for d in drivers:
             d.kill()
@@ -146,9 +127,9 @@ async def _settled(before: list[str]) -> list[str] | None:
 
 async def test_a_runs_semaphore_ends_with_the_process_that_owned_the_run():
     scope = f"owned-{uuid.uuid4().hex[:8]}"
-    driver = _driver("own", scope)
+    driver = start_driver("own", scope)
     try:
-        await _line(driver, "READY")
+        await read_line(driver, "READY")
     finally:
         driver.wait(timeout=120)
     started = time.monotonic()

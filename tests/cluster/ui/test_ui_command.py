@@ -12,6 +12,7 @@ import urllib.request
 from pathlib import Path
 
 from cluster.cli import main
+from tests._signals import sigint_as_at_a_terminal
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SOLOIST = [sys.executable, "-m", "cluster.cli"]
@@ -35,7 +36,7 @@ def test_ui_refuses_a_missing_store(tmp_path: Path, capsys) -> None:
 
 def test_ui_serves_the_runs_page_and_prints_its_url_and_token(tmp_path: Path) -> None:
     proc = subprocess.Popen([*SOLOIST, "ui", "--port", "0", "--allow-actions"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=_env(), cwd=tmp_path)
+                            stderr=subprocess.PIPE, text=True, env=_env(), cwd=tmp_path, preexec_fn=sigint_as_at_a_terminal)
     try:
         assert proc.stdout is not None
         first = proc.stdout.readline()
