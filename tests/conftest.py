@@ -22,6 +22,10 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 # and the suite would crawl for hours. The suite's workers, and those of the Ray instances
 # its subprocesses start, compete on equal terms with the rest of the machine.
 os.environ.setdefault("RAY_worker_niceness", "0")
+# A worker has 60 s to register with its raylet by default; when both cores are busy with
+# other work a Python start-up (imports of ray, pydantic, the skill's module) can take longer,
+# and the raylet then kills the worker and fails the task or actor it was started for.
+os.environ.setdefault("RAY_worker_register_timeout_seconds", "300")
 # `soloist run` joins the cluster a user started with `soloist up` (recorded under
 # SOLOIST_HOME): tests, and the commands they start, must never find a user's cluster.
 if "SOLOIST_HOME" not in os.environ:
