@@ -65,7 +65,13 @@ def set_tracing_enabled(on: bool) -> None:
 def _tracer(tracer: Any) -> Any:
     if _otel_trace is None or not _tracing_on:
         return None
-    return tracer if tracer is not None else _otel_trace.get_tracer(_TRACER_NAME)
+    if tracer is not None:
+        return tracer
+    if isinstance(_otel_trace.get_tracer_provider(), _otel_trace.ProxyTracerProvider):
+        # No SDK set up in this process (yet): its spans would record nothing, and opening
+        # one still costs about 15 us of every handoff. Checked per span: one set later counts.
+        return None
+    return _otel_trace.get_tracer(_TRACER_NAME)
 
 
 # ------------------------------------------------------------------ spans

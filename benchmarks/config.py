@@ -38,6 +38,10 @@ class BenchConfig(BaseModel):
     cold_handoff_calls: int = Field(8, ge=1)
     """Single handoffs per round each after an idle gap of ``cold_gap_s`` (the cold figure)."""
     cold_gap_s: float = Field(0.2, ge=0)
+    idle_handoff_calls: int = Field(3, ge=1)
+    """Single handoffs per round each after ``idle_gap_s``: longer than a replica keeps an idle
+    permit (0.5 s), so each one asks the semaphore again (the slowest single handoff)."""
+    idle_gap_s: float = Field(1.0, ge=0)
     parallel_calls: int = Field(800, ge=1)
     # (4, 5) parallel efficiency and the LangGraph peer: the same fan-out.
     fanout_calls: int = Field(40, ge=1)
@@ -83,7 +87,7 @@ def preset(mode: Mode) -> BenchConfig:
         return BenchConfig(
             mode="quick", rounds=2, replicas=2, apply_calls=300, durable_apply_calls=150,
             snapshot_sizes=(10, 10_000), snapshot_reads=1,
-            handoff_calls=30, cold_handoff_calls=3, parallel_calls=80, cpu_calls=8, driver_calls=8,
+            handoff_calls=30, cold_handoff_calls=3, idle_handoff_calls=1, parallel_calls=80, cpu_calls=8, driver_calls=8,
             scaling_nodes=(1, 2), scaling_runs=(1, 2), scaling_calls_per_run=30, scaling_node_runs=1,
             scaling_node_replicas=2, memory_messages=20_000, memory_rounds=1,
             recovery_changes=(600,), checkpoint_every=250, recovery_kills=1, scaling_rounds=1, observability_calls=60,
@@ -91,7 +95,8 @@ def preset(mode: Mode) -> BenchConfig:
     if mode == "smallest":
         return BenchConfig(
             mode="smallest", rounds=1, replicas=1, apply_calls=50, durable_apply_calls=20, snapshot_sizes=(10,),
-            snapshot_reads=1, handoff_calls=5, cold_handoff_calls=1, cold_gap_s=0.01, parallel_calls=20, fanout_calls=8,
+            snapshot_reads=1, handoff_calls=5, cold_handoff_calls=1, cold_gap_s=0.01, idle_handoff_calls=1, idle_gap_s=0.01,
+            parallel_calls=20, fanout_calls=8,
             fanout_sleep_s=0.02, cpu_calls=4, cpu_seconds=0.01, drivers=2, driver_calls=4,
             scaling_nodes=(1, 2), scaling_runs=(1, 2), scaling_calls_per_run=8, scaling_sleep_s=0.0,
             scaling_node_runs=1, scaling_node_replicas=1,

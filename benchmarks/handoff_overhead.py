@@ -5,7 +5,9 @@ The raw equivalent of a subagent is an actor that holds the same ``SkillRegistry
 the same ``noop`` skill; a handoff adds its cluster-wide permit, the subagent pool,
 telemetry and decoding. *Warm*: handoffs back to back, so a permit released by one is still
 cached for the next. *Cold*: each handoff (and each raw call) follows ``cold_gap_s`` of idle
-time, as between the turns of a run loop, so whatever a handoff keeps warm has gone cold.
+time, as between the turns of a run loop; a replica keeps an idle permit for 0.5 s, so the
+next handoff of the loop still finds it. *Idle*: each follows ``idle_gap_s``, longer than
+that, so the replica's permit was given back and the handoff asks the semaphore again.
 The parallel figure runs no-op calls through ``parallel_handoff`` at cap 4 and through raw
 Ray under a plain ``asyncio.Semaphore(4)`` over as many raw subagents as the pool has replicas.
 """
@@ -69,10 +71,7 @@ async def run(ctx: BenchContext) -> MeasureResult:
         params={"calls": n},
     )
 
-    ctx.step(f"cold single handoffs ({cfg.cold_gap_s * 1e3:.0f} ms idle before each)")
-    k, gap = cfg.cold_handoff_calls, cfg.cold_gap_s
-
-    async def after_gaps(call) -> float:  # the calls alone, not the idle gaps
+    async def after_gaps(call, gap: float, k: int) -> float:  # the calls alone, not the idle gaps
         spent = 0.0
         for _ in range(k):
             await asyncio.sleep(gap)
@@ -81,16 +80,31 @@ async def run(ctx: BenchContext) -> MeasureResult:
             spent += time.perf_counter() - started
         return spent
 
-    cold_ours: list[float] = []
-    cold_base: list[float] = []
-    for r in range(cfg.rounds):
-        pair = [(cold_ours, lambda: handoff(orch, Call("noop"), NoopOut)), (cold_base, lambda: raws[0].call.remote("noop", {}))]
-        for sink, call in (pair if r % 2 == 0 else pair[::-1]):
-            sink.append(await after_gaps(call) * 1e3 / k)
+    async def single_after(gap: float, k: int) -> tuple[list[float], list[float]]:
+        """ms per handoff and per raw call, each after ``gap`` s idle; order alternates by round."""
+        ours: list[float] = []
+        base: list[float] = []
+        for r in range(cfg.rounds):
+            pair = [(ours, lambda: handoff(orch, Call("noop"), NoopOut)), (base, lambda: raws[0].call.remote("noop", {}))]
+            for sink, call in (pair if r % 2 == 0 else pair[::-1]):
+                sink.append(await after_gaps(call, gap, k) * 1e3 / k)
+        return ours, base
+
+    gap, k = cfg.cold_gap_s, cfg.cold_handoff_calls
+    ctx.step(f"cold single handoffs ({gap * 1e3:.0f} ms idle before each)")
+    cold_ours, cold_base = await single_after(gap, k)
     cold = Figure(
         measure=NAME, name=f"one no-op handoff, cold ({gap * 1e3:.0f} ms idle before)", values=cold_ours, baselines=cold_base,
         baseline_name="one raw call after the same idle gap", unit="ms", better="lower", target=COLD_TARGET,
         params={"calls": k, "idle_gap_s": gap},
+    )
+    idle_gap, idle_k = cfg.idle_gap_s, cfg.idle_handoff_calls
+    ctx.step(f"single handoffs after {idle_gap * 1e3:.0f} ms idle (past the replicas' permit linger)")
+    idle_ours, idle_base = await single_after(idle_gap, idle_k)
+    idle = Figure(
+        measure=NAME, name=f"one no-op handoff, {idle_gap * 1e3:.0f} ms idle before (its permit given back)",
+        values=idle_ours, baselines=idle_base, baseline_name="one raw call after the same idle gap", unit="ms",
+        better="lower", params={"calls": idle_k, "idle_gap_s": idle_gap},
     )
 
     ctx.step("parallel_handoff at cap 4")
@@ -103,4 +117,4 @@ async def run(ctx: BenchContext) -> MeasureResult:
         baseline_name="raw Ray calls under asyncio.Semaphore(4)", unit="calls/s", better="higher", target=PARALLEL_TARGET,
         params={"calls": m, "cap": 4},
     )
-    return MeasureResult(name=NAME, title=TITLE, figures=[warm, cold, parallel])
+    return MeasureResult(name=NAME, title=TITLE, figures=[warm, cold, idle, parallel])

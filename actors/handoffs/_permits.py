@@ -36,7 +36,11 @@ _log = logging.getLogger(__name__)
 _LOG_EXTRA = {"component": "warm-permits"}
 
 #: How long an idle lease waits for reuse before it is released (when nobody waits).
-DEFAULT_LINGER_S = 0.025
+#: Long enough to span the pause between two turns of a run loop, whose next handoff goes
+#: to the same replica (see ``SubagentPool.pick``): keeping a lease nobody else asks for
+#: costs nobody anything, because the watch thread gives it back as soon as a request
+#: from anywhere waits (one message latency).
+DEFAULT_LINGER_S = 0.5
 
 
 class WarmPermits:

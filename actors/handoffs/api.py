@@ -32,7 +32,7 @@ from actors.exceptions import (
     SubagentLost,
     ToolReportedError,
 )
-from actors.handoffs.pools import PermitRequest, SubagentReply, pool_for
+from actors.handoffs.pools import HandoffRequest, SubagentReply, pool_for
 from actors.handoffs.settings import HandoffSettings, HandoffTarget
 
 __all__ = ["Call", "Result", "handoff", "parallel_handoff"]
@@ -137,20 +137,19 @@ def _timed_out(skill: str, timeout: float | None, reply: SubagentReply) -> Timeo
     )
 
 
-async def _call_subagent(
-    caller: Any, skill: str, arguments: dict[str, Any], permit: PermitRequest, orchestrator: str
-) -> ToolCallResult:
+async def _call_subagent(caller: Any, request: HandoffRequest, orchestrator: str) -> ToolCallResult:
+    skill = request.skill
     pool = pool_for(caller, skill)
     slot, actor = pool.pick()
-    ref = actor.handoff_call.remote(skill, arguments, telemetry.current_carrier(), permit)
     outcome, node = "error", ""
     try:
+        ref = actor.handoff_call.remote(request)
         reply: SubagentReply = await ref
         node = reply.node
         telemetry.record_semaphore_wait(orchestrator, reply.waited_s)
         if reply.timed_out:
             outcome = "cancelled"
-            raise _timed_out(skill, permit.timeout, reply)
+            raise _timed_out(skill, request.timeout, reply)
         assert reply.result is not None
         outcome = "tool_error" if reply.result.is_error else "ok"
         return reply.result
@@ -172,6 +171,7 @@ async def _call_subagent(
         pool.forget(slot, actor)
         raise SubagentLost(skill, f"handoff {skill!r}: the subagent serving it was lost ({type(exc).__name__}); retry the call") from exc
     finally:
+        pool.returned(slot)
         telemetry.record_subagent_call(orchestrator, skill, node, outcome)
 
 
@@ -190,11 +190,12 @@ async def _dispatch(run: HandoffSettings, call: Call, out_type: Any, *, limit: i
     logger = run.logger
     started = time.perf_counter()
     error: BaseException | None = None
-    permit = PermitRequest(scope=run.semaphore_scope, limit=limit, timeout=timeout)
     with telemetry.handoff_span(run.tracer, skill) as span:
         try:
             with telemetry.in_flight(run.name):
-                result = await _call_subagent(caller, skill, arguments, permit, run.name)
+                request = HandoffRequest(skill=skill, arguments=arguments, trace_context=telemetry.current_carrier(),
+                                         scope=run.semaphore_scope, limit=limit, timeout=timeout)
+                result = await _call_subagent(caller, request, run.name)
             return _decode(skill, result, out_type)
         except BaseException as exc:
             error = exc

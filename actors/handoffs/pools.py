@@ -1,9 +1,9 @@
 """Stateless subagent actors and the per-skill pools that spread them over the cluster.
 
 A subagent holds a pickled ``ToolCaller`` and nothing else: no state, no handle to any
-orchestrator, not even the run's name. It receives a tool name, JSON arguments derived
-from a snapshot and a ``PermitRequest`` (the scope's id, the cap, the call's timeout), and
-returns a ``SubagentReply``. Pools are named actors in the ``soloist`` namespace, so every
+orchestrator, not even the run's name. It receives a ``HandoffRequest`` (a tool name, JSON
+arguments derived from a snapshot, the scope's id, the cap, the call's timeout) and returns
+a ``SubagentReply``. Pools are named actors in the ``soloist`` namespace, so every
 process handing off for the same caller shares them; a replica that died is replaced on
 the next call that needs it.
 
@@ -47,20 +47,36 @@ from cluster.semaphore import held_by_this_process
 
 __all__ = [
     "SubagentActor", "SubagentPool", "pool_for", "PoolStatistics", "create_replica", "track", "untrack",
-    "PermitRequest", "SubagentReply", "interruptible",
+    "HandoffRequest", "SubagentReply", "interruptible",
 ]
 
 _log = logging.getLogger(__name__)
 
 
-class PermitRequest(BaseModel):
-    """What a replica needs to admit one body: the semaphore scope, the cap, the timeout."""
+class HandoffRequest(BaseModel):
+    """One handoff as the subagent receives it: the tool and its JSON arguments, the trace
+    context, and what the replica needs to admit the body (the semaphore scope, the cap,
+    the call's timeout). Never the run's name, and no handle: nothing here can write."""
 
     model_config = ConfigDict(frozen=True)
 
+    skill: str
+    arguments: dict[str, Any]
+    trace_context: dict[str, str] | None = None
     scope: str
     limit: int
     timeout: float | None = None
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Pickled as its values (validated when it was built): a pydantic model's default
+        # pickling costs several times more, and every handoff ships one.
+        return _handoff_request, (self.skill, self.arguments, self.trace_context, self.scope, self.limit, self.timeout)
+
+
+def _handoff_request(skill: str, arguments: dict[str, Any], trace_context: dict[str, str] | None, scope: str,
+                     limit: int, timeout: float | None) -> HandoffRequest:
+    return HandoffRequest.model_construct(skill=skill, arguments=arguments, trace_context=trace_context, scope=scope,
+                                          limit=limit, timeout=timeout)
 
 
 class SubagentReply(BaseModel):
@@ -74,6 +90,13 @@ class SubagentReply(BaseModel):
     stopped: bool = True
     waited_s: float = 0.0
     node: str = ""
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return _subagent_reply, (self.result, self.timed_out, self.stopped, self.waited_s, self.node)  # as above
+
+
+def _subagent_reply(result: ToolCallResult | None, timed_out: bool, stopped: bool, waited_s: float, node: str) -> SubagentReply:
+    return SubagentReply.model_construct(result=result, timed_out=timed_out, stopped=stopped, waited_s=waited_s, node=node)
 
 
 def interruptible(caller: Any, name: str) -> bool:
@@ -108,21 +131,19 @@ class SubagentActor:
             self._node_id = _node()
         return self._node_id
 
-    async def handoff_call(
-        self, name: str, arguments: dict[str, Any], trace_context: dict[str, str] | None, permit: PermitRequest
-    ) -> SubagentReply:
-        """Take a permit of ``permit.scope``, run the tool, give the permit back once the
+    async def handoff_call(self, request: HandoffRequest) -> SubagentReply:
+        """Take a permit of ``request.scope``, run the tool, give the permit back once the
         body has returned (see the module docstring)."""
-        permits = self._permits_of(permit.scope)
+        permits = self._permits_of(request.scope)
         started = time.perf_counter()
         try:
-            lease = await permits.take(permit.limit)
+            lease = await permits.take(request.limit)
         except SemaphoreUnavailable:
-            drop_permits(permit.scope, permits)  # the scope was closed (or re-created): look again once
-            permits = self._permits_of(permit.scope)
-            lease = await permits.take(permit.limit)
+            drop_permits(request.scope, permits)  # the scope was closed (or re-created): look again once
+            permits = self._permits_of(request.scope)
+            lease = await permits.take(request.limit)
         waited = time.perf_counter() - started
-        work = asyncio.ensure_future(self._run_tool(name, arguments, trace_context))
+        work = asyncio.ensure_future(self._run_tool(request.skill, request.arguments, request.trace_context))
 
         def body_returned(fut: asyncio.Future[Any]) -> None:
             self._orphans.discard(fut)
@@ -130,8 +151,11 @@ class SubagentActor:
 
         work.add_done_callback(body_returned)
         try:
+            if request.timeout is None:
+                # Awaiting the task itself: cancelling this call cancels it (below, too).
+                return SubagentReply(result=await work, waited_s=waited, node=self._node())
             # asyncio.wait, not wait_for: a tool that itself raises TimeoutError is its own failure.
-            await asyncio.wait({work}, timeout=permit.timeout)
+            await asyncio.wait({work}, timeout=request.timeout)
         except asyncio.CancelledError:
             work.cancel()  # the body's own completion gives the permit back
             self._orphans.add(work)
@@ -139,7 +163,8 @@ class SubagentActor:
         if not work.done():
             work.cancel()
             self._orphans.add(work)
-            return SubagentReply(timed_out=True, stopped=interruptible(self._caller, name), waited_s=waited, node=self._node())
+            return SubagentReply(timed_out=True, stopped=interruptible(self._caller, request.skill), waited_s=waited,
+                                 node=self._node())
         return SubagentReply(result=work.result(), waited_s=waited, node=self._node())
 
     async def holds_leases(self, lease_ids: list[str]) -> list[bool]:
@@ -222,7 +247,16 @@ class PoolStatistics(BaseModel):
 
 
 class SubagentPool:
-    """Round-robin over ``replicas`` named subagent actors of one (caller, skill).
+    """``replicas`` named subagent actors of one (caller, skill), picked least busy first.
+
+    ``pick`` sends a call to the replica with the fewest calls in flight from this process;
+    among those, to the one that finished a call last. Concurrent calls so spread over the
+    replicas (a parallel handoff at cap 4 keeps one call on each of four), while calls one
+    after another go back to the same replica, whose permit is still warm (kept for
+    ``DEFAULT_LINGER_S`` after its body returned): a run loop's next handoff then needs no
+    round trip to the semaphore. Round robin sent each call to the replica idle longest.
+    Each process starts from its own random slot, so two processes' single calls tend to
+    land on different replicas.
 
     Slot ``i`` is placed on the ``i``-th alive node (round robin, from a random start), not
     left to Ray's ``SPREAD``: that is best effort and, on a busy cluster, puts every replica
@@ -240,7 +274,12 @@ class SubagentPool:
         self._handles: list[Any | None] = [None] * replicas
         self._nodes: list[str] = []  # where slot i goes: _nodes[i % len]; refreshed after a loss
         self._first_node = random.randrange(1 << 16)
-        self._next = itertools.count()
+        # Per slot: calls in flight from this process, and when it last returned one (a
+        # tick of ``_clock``; ties among never-used slots go from this process's start slot).
+        self._in_flight = [0] * replicas
+        self._start = random.randrange(replicas)
+        self._returned = [-((slot - self._start) % replicas) for slot in range(replicas)]
+        self._clock = itertools.count(1)
         self._lock = threading.Lock()
         self._calls = 0
         self._replaced = 0
@@ -274,11 +313,22 @@ class SubagentPool:
                 orchestrator.agent_changed.remote(agent_id, "error", error)
 
     def pick(self) -> tuple[int, Any]:
-        """The next replica, round robin."""
+        """The replica for the next call: fewest in flight, then the one that returned last.
+
+        Pair every pick with ``returned(slot)`` once the call is over, whatever its outcome.
+        """
         with self._lock:
-            slot = next(self._next) % self._replicas
+            slot = min(range(self._replicas), key=lambda i: (self._in_flight[i], -self._returned[i]))
+            handle = self._slot_handle(slot)
+            self._in_flight[slot] += 1
             self._calls += 1
-            return slot, self._slot_handle(slot)
+            return slot, handle
+
+    def returned(self, slot: int) -> None:
+        """The call sent to ``slot`` by ``pick`` is over (answered, failed or cancelled)."""
+        with self._lock:
+            self._in_flight[slot] -= 1
+            self._returned[slot] = next(self._clock)
 
     def forget(self, slot: int, handle: Any) -> None:
         """Drop a replica whose actor is gone, so the next pick re-creates it."""

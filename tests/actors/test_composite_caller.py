@@ -7,8 +7,7 @@ from pydantic import BaseModel
 
 from actors import SkillRegistry
 from actors import AmbiguousTool, CompositeCaller, UnknownTool
-from actors import McpToolCaller
-from tests.actors.servers.launch import stdio_server
+from tests.actors.servers.launch import mcp_caller, stdio_server
 
 
 class In(BaseModel):
@@ -58,7 +57,7 @@ async def test_an_ambiguous_name_names_both_owners_and_asks_for_a_prefix():
 
 
 async def test_mcp_tools_join_the_name_space_once_listed_and_clash_with_skills_of_the_same_name():
-    mcp = McpToolCaller(stdio_server())
+    mcp = mcp_caller(stdio_server())
     composite = CompositeCaller(registry("a", "add"), mcp)
     with pytest.raises(UnknownTool, match="'pid'"):
         composite.resolve("pid")  # not listed yet: unknown
@@ -70,14 +69,14 @@ async def test_mcp_tools_join_the_name_space_once_listed_and_clash_with_skills_o
 
 
 async def test_a_call_to_an_unlisted_mcp_tool_lists_the_servers_first():
-    mcp = McpToolCaller(stdio_server())
+    mcp = mcp_caller(stdio_server())
     composite = CompositeCaller(registry("a", "alpha"), mcp)
     assert (await composite.call_tool("pid", {})).text.isdigit()
     await mcp.aclose()
 
 
 def test_pool_options_follow_the_member_that_owns_the_name():
-    composite = CompositeCaller(registry("a", "alpha", replicas=3), McpToolCaller(stdio_server(prefix="m."), replicas=2))
+    composite = CompositeCaller(registry("a", "alpha", replicas=3), mcp_caller(stdio_server(prefix="m."), replicas=2))
     assert composite.pool_options("alpha") == (3, 0.0)
     assert composite.pool_options("m.anything") == (2, 0.0)
     assert composite.pool_options("nobody") == (1, 0.0)

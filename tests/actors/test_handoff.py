@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from typing import Any
 
 import pytest
@@ -54,6 +55,15 @@ def add(inp: AddIn) -> AddOut:
 @skills.skill("fail")
 def fail(inp: AddIn) -> AddOut:
     raise ValueError(f"cannot add {inp.a} and {inp.b}")
+
+
+class PidOut(BaseModel):
+    pid: int
+
+
+@skills.skill("pid")
+def pid_of_replica(inp: Empty) -> PidOut:
+    return PidOut(pid=os.getpid())  # reported by the body, from the process it runs in
 
 
 class FixedCaller:
@@ -186,6 +196,15 @@ async def test_parallel_handoff_collects_per_item_errors_without_failing_the_bat
     assert isinstance(results[1].error, ToolReportedError)
     assert isinstance(results[2].error, EmptySkill)
     assert isinstance(results[3].error, ToolReportedError) and "invalid input" in str(results[3].error)
+
+
+async def test_handoffs_one_after_another_go_to_one_replica_and_concurrent_ones_to_several(orch):
+    # One after another: the replica that answered last answers again (its permit is warm).
+    one_by_one = {(await handoff(orch, Call("pid"), PidOut)).pid for _ in range(6)}
+    assert len(one_by_one) == 1
+    # At once: each call goes to the replica with the fewest in flight, so both replicas work.
+    together = {r.output.pid for r in await parallel_handoff(orch, [Call("pid")] * 6, PidOut)}
+    assert len(together) == 2
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from actors import Orchestrator, SkillRegistry, handoff
+from actors import Orchestrator, SkillRegistry, handoff, parallel_handoff
 from actors import AgentNotFound, coordinator_config
 from actors import AgentConfig, IllegalLifecycleTransition
 from actors import Run, create_coordinator_actor
@@ -126,12 +126,17 @@ async def test_subagent_pool_replicas_are_recorded_when_created(tmp_path: Path) 
     try:
         replicas = pool_for(skills, "managed_echo").statistics().replicas
         listener = asyncio.ensure_future(_agent_events(orch, 2 * replicas))
-        for i in range(replicas):  # round robin: one new replica per call
-            assert (await handoff(orch, _call("managed_echo", f"hi {i}"), EchoIn)).text == f"hi {i}"
+        # Calls in flight together go to different replicas: one new replica per call.
+        together = await parallel_handoff(orch, [_call("managed_echo", f"hi {i}") for i in range(replicas)], EchoIn)
+        assert [r.output.text for r in together] == [f"hi {i}" for i in range(replicas)]
         events = await listener
-        assert [e["lifecycle"] for e in events] == ["initializing", "idle"] * replicas
+        by_agent: dict[str, list[str]] = {}
+        for e in events:
+            by_agent.setdefault(e["agent_id"], []).append(e["lifecycle"])
+        assert sorted(a.rsplit(":", 1)[1] for a in by_agent) == [str(i) for i in range(replicas)]
+        assert all(lifecycles == ["initializing", "idle"] for lifecycles in by_agent.values())
         assert {e["kind"] for e in events} == {"subagent"} and {e["config"]["skill"] for e in events} == {"managed_echo"}
-        assert events[1]["agent_id"].endswith(":managed_echo:0") and events[1]["live"] is True
+        assert all(e["live"] for e in events if e["lifecycle"] == "idle")
         before = await orch.agents()
         # Further handoffs reuse the replicas: nothing new is recorded (off the per-call path).
         for i in range(2 * replicas):

@@ -10,10 +10,10 @@ import signal
 
 import pytest
 
-from actors import McpCallTimeout, McpServer, McpServerGone, McpToolCaller, close_mcp_sessions
+from actors import McpCallTimeout, McpServer, McpServerGone, close_mcp_sessions
 from tests._waits import eventually
 from tests.actors.servers.filepeak import FilePeak
-from tests.actors.servers.launch import HttpServer, stdio_server
+from tests.actors.servers.launch import HttpServer, mcp_caller, stdio_server
 
 TOOLS = ["add", "fail", "pid", "slow", "work"]
 
@@ -32,7 +32,7 @@ def http_server():
 
 
 async def test_lists_the_tools_of_a_stdio_server_with_their_schemas():
-    caller = McpToolCaller(stdio_server())
+    caller = mcp_caller(stdio_server())
     tools = await caller.list_tools()
     assert [t.name for t in tools] == TOOLS
     add = next(t for t in tools if t.name == "add")
@@ -42,7 +42,7 @@ async def test_lists_the_tools_of_a_stdio_server_with_their_schemas():
 
 
 async def test_prefixes_keep_two_servers_with_the_same_tools_apart(http_server):
-    caller = McpToolCaller(stdio_server(prefix="local."), http_server.spec(prefix="remote."))
+    caller = mcp_caller(stdio_server(prefix="local."), http_server.spec(prefix="remote."))
     names = [t.name for t in await caller.list_tools()]
     assert names == [f"local.{t}" for t in TOOLS] + [f"remote.{t}" for t in TOOLS]
     local = json.loads((await caller.call_tool("local.pid", {})).text)
@@ -51,29 +51,29 @@ async def test_prefixes_keep_two_servers_with_the_same_tools_apart(http_server):
 
 
 async def test_same_tool_names_without_prefixes_are_refused(http_server):
-    caller = McpToolCaller(stdio_server(), http_server.spec())
+    caller = mcp_caller(stdio_server(), http_server.spec())
     with pytest.raises(ValueError, match="'add' is offered by servers 'local' and 'remote'; give one of them a prefix"):
         await caller.list_tools()
 
 
 async def test_a_call_round_trips_json_over_http(http_server):
-    result = await McpToolCaller(http_server.spec()).call_tool("add", {"a": 2, "b": 40})
+    result = await mcp_caller(http_server.spec()).call_tool("add", {"a": 2, "b": 40})
     assert not result.is_error
     assert json.loads(result.text) == {"sum": 42, "server_pid": http_server.proc.pid}
 
 
 async def test_a_tool_error_is_an_is_error_result_with_the_tools_text():
-    result = await McpToolCaller(stdio_server()).call_tool("fail", {"reason": "no way"})
+    result = await mcp_caller(stdio_server()).call_tool("fail", {"reason": "no way"})
     assert result.is_error and result.text == "Error executing tool fail: refused: no way"
 
 
 async def test_an_unknown_tool_is_a_tool_error_listing_the_known_ones():
-    result = await McpToolCaller(stdio_server()).call_tool("nope", {})
+    result = await mcp_caller(stdio_server()).call_tool("nope", {})
     assert result.is_error and result.text == "unknown MCP tool 'nope'; tools: add, fail, pid, slow, work"
 
 
 async def test_a_hung_server_fails_the_call_after_call_timeout_and_keeps_the_session():
-    caller = McpToolCaller(stdio_server(), call_timeout=10)  # long enough for the answered calls on a busy machine
+    caller = mcp_caller(stdio_server(), call_timeout=10)  # long enough for the answered calls on a busy machine
     pid_before = json.loads((await caller.call_tool("pid", {})).text)
     with pytest.raises(McpCallTimeout, match=r"tool 'slow' got no answer within 10\.0s"):
         await caller.call_tool("slow", {"seconds": 3600})
@@ -81,7 +81,7 @@ async def test_a_hung_server_fails_the_call_after_call_timeout_and_keeps_the_ses
 
 
 async def test_a_stdio_server_killed_mid_call_fails_that_call_and_the_next_call_respawns_it():
-    caller = McpToolCaller(stdio_server())
+    caller = mcp_caller(stdio_server())
     pid = json.loads((await caller.call_tool("pid", {})).text)
     slow = asyncio.ensure_future(caller.call_tool("slow", {"seconds": 60}))
     add = asyncio.ensure_future(caller.call_tool("add", {"a": 1, "b": 1}))
@@ -94,7 +94,7 @@ async def test_a_stdio_server_killed_mid_call_fails_that_call_and_the_next_call_
 
 
 async def test_an_http_server_killed_mid_call_fails_that_call_and_a_restarted_one_is_used_again(http_server, tmp_path):
-    caller = McpToolCaller(http_server.spec())
+    caller = mcp_caller(http_server.spec())
     pid = json.loads((await caller.call_tool("pid", {})).text)
     assert pid == http_server.proc.pid
     counter = str(tmp_path / "peak.json")
@@ -111,7 +111,7 @@ async def test_an_http_server_killed_mid_call_fails_that_call_and_a_restarted_on
 
 
 def test_the_caller_pickles_with_its_listing_but_no_session():
-    caller = McpToolCaller(stdio_server(prefix="x."), call_timeout=3)
+    caller = mcp_caller(stdio_server(prefix="x."), call_timeout=3)
     caller._tools = {}  # nothing live inside; only configuration travels
     twin = pickle.loads(pickle.dumps(caller))
     assert twin.servers == caller.servers and twin.call_timeout == 3 and twin.pool_key == caller.pool_key
@@ -121,4 +121,4 @@ def test_bad_configuration_reports_every_problem():
     with pytest.raises(ValueError, match="give exactly one of command"):
         McpServer(name="x")
     with pytest.raises(ValueError, match="server names must be unique.*timeouts must be > 0"):
-        McpToolCaller(stdio_server(), stdio_server(), call_timeout=0)
+        mcp_caller(stdio_server(), stdio_server(), call_timeout=0)

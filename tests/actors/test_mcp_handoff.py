@@ -10,10 +10,10 @@ import pytest
 from pydantic import BaseModel
 
 from actors import Call, CallerFailed, Orchestrator, SkillRegistry, ToolReportedError, handoff, parallel_handoff
-from actors import CompositeCaller, McpServerGone, McpToolCaller
+from actors import CompositeCaller, McpServerGone
 from tests._waits import eventually
 from tests.actors.servers.filepeak import FilePeak
-from tests.actors.servers.launch import HttpServer, stdio_server
+from tests.actors.servers.launch import HttpServer, mcp_caller, stdio_server
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 
@@ -67,7 +67,7 @@ def http_server():
 @pytest.fixture(scope="module")
 def run(ray_module, http_server):
     """One run whose caller serves local skills, a stdio MCP server and an HTTP MCP server."""
-    mcp = McpToolCaller(stdio_server(prefix="local."), http_server.spec(prefix="remote."), call_timeout=30)
+    mcp = mcp_caller(stdio_server(prefix="local."), http_server.spec(prefix="remote."), call_timeout=30)
     orch = Orchestrator(Sum(sum=0, server_pid=0), caller=CompositeCaller(local, mcp))
     yield orch
     asyncio.run(orch.close())
@@ -134,7 +134,7 @@ async def test_a_stdio_server_killed_mid_call_fails_that_item_and_is_respawned(r
 async def test_a_hung_server_gives_that_item_a_timeout_error(run, counter):
     # The timeout must be long enough for the answered call on a busy machine: it is the
     # subject only for the call that never gets an answer.
-    hung = McpToolCaller(stdio_server(), call_timeout=10)
+    hung = mcp_caller(stdio_server(), call_timeout=10)
     orch = Orchestrator(Sum(sum=0, server_pid=0), caller=hung)
     try:
         results = await parallel_handoff(orch, [Call("slow", {"seconds": 3600}), Call("add", {"a": 1, "b": 2})], Sum)

@@ -30,7 +30,7 @@ _MAY_SKIP = {
 _EXPECTED_FIGURES = {
     "apply_throughput": 4,  # no store vs raw, sync, batch, apply_batch vs apply(fn)
     "snapshot_latency": 1,
-    "handoff_overhead": 3,  # warm, cold, parallel
+    "handoff_overhead": 4,  # warm, cold, idle past the permit linger, parallel
     "parallel_efficiency": 2,
     "peer_langgraph": 4,  # LangGraph vs ideal; sleeping, no-op and CPU-bound fan-outs
     "memory": 2,

@@ -131,11 +131,17 @@ async def test_a_subagent_gets_no_handle_or_token_and_its_writes_through_named_l
 
 
 async def _subagent_fields(orch: Orchestrator[Any], token: str) -> tuple[list[str], bool]:
-    """Looked at inside a replica: the actor handles its fields reach, and whether the token is there."""
+    """Looked at inside every replica (one of them ran the spy): the actor handles their fields
+    reach, and whether the token is there."""
     from actors import pool_for
 
-    replica = pool_for(orch.caller, "spy").handles()[0]
-    return await replica.__ray_call__.remote(lambda self: (_handles_in(vars(self)), token in repr(vars(self))))
+    handles: list[str] = []
+    token_seen = False
+    for replica in pool_for(orch.caller, "spy").handles():
+        found, seen = await replica.__ray_call__.remote(lambda self: (_handles_in(vars(self)), token in repr(vars(self))))
+        handles += found
+        token_seen = token_seen or seen
+    return handles, token_seen
 
 
 class SpyCoordinator:

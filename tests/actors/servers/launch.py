@@ -8,7 +8,10 @@ import subprocess
 import sys
 import time
 
-from actors import McpServer
+from typing import Any
+
+from actors import McpServer, McpToolCaller
+from tests._waits import HANG_GUARD_S
 
 SERVER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mcp_server.py")
 
@@ -16,6 +19,13 @@ SERVER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mcp_se
 def stdio_server(name: str = "local", prefix: str = "") -> McpServer:
     """The test server as a stdio command (each connecting process spawns its own)."""
     return McpServer.stdio(name, sys.executable, SERVER_SCRIPT, prefix=prefix)
+
+
+def mcp_caller(*servers: McpServer, **options: Any) -> McpToolCaller:
+    """An ``McpToolCaller`` for the tests: a server's start (a Python start-up) may take a busy
+    machine longer than the default ``connect_timeout``, so it is the hang guard unless set."""
+    options.setdefault("connect_timeout", HANG_GUARD_S)
+    return McpToolCaller(*servers, **options)
 
 
 def free_port() -> int:
@@ -32,7 +42,8 @@ class HttpServer:
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 30.0) -> "HttpServer":
+    def start(self, timeout: float = HANG_GUARD_S) -> "HttpServer":
+        """Start it and wait until it listens (a Python start-up: slow when the cores are busy)."""
         self.proc = subprocess.Popen([sys.executable, SERVER_SCRIPT, "--http", str(self.port)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
