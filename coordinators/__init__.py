@@ -11,7 +11,7 @@ from coordinators.protocol import Coordinator
 from coordinators.reducer import reduce
 from coordinators.result import CoordinatorResult
 from coordinators.snapshot import ContextSnapshot
-from coordinators.state import AgentState, Message, PendingToolCall, Session
+from coordinators.state import AgentState, Message, PendingToolCall, Session, shared_records
 from coordinators.transitions import StateTransition, TransitionType
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "reduce",
     "PendingToolCall",
     "Session",
+    "shared_records",
     "freeze",
     "thaw",
     "FrozenDict",

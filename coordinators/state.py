@@ -10,11 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidatorFunctionWrapHandler, field_validator, model_validator
+from pydantic_core.core_schema import ValidationInfo
 
 from coordinators._frozen import FrozenDict
+from coordinators._shared import SHARED_RECORDS_KEY, SharedRecords
 
-__all__ = ["Message", "Session", "PendingToolCall", "AgentState", "unwrap_validation_error"]
+__all__ = ["Message", "Session", "PendingToolCall", "AgentState", "unwrap_validation_error", "shared_records"]
 
 
 def unwrap_validation_error(exc: ValidationError) -> Exception:
@@ -37,10 +39,28 @@ def _non_empty(value: str, what: str) -> str:
     return value
 
 
-class Message(BaseModel):
-    """One conversation message; frozen, `metadata` included, so it can be shared freely."""
+class _Record(BaseModel):
+    """A deeply immutable record: shared, never copied, between successive states (see
+    `coordinators._shared`). Subclasses of the records below are copied as usual."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Any:
+        return self if type(self) in _SHARED_KINDS else super().__deepcopy__(memo)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _reuse_shared(cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+        shared = info.context.get(SHARED_RECORDS_KEY) if info.context else None
+        if shared is not None and cls in _SHARED_KINDS:
+            record = shared.take(cls, value)
+            if record is not None:
+                return record
+        return handler(value)
+
+
+class Message(_Record):
+    """One conversation message; frozen, `metadata` included, so it can be shared freely."""
 
     role: str
     content: str
@@ -98,10 +118,8 @@ _set = object.__setattr__
 _EMPTY = FrozenDict()
 
 
-class Session(BaseModel):
+class Session(_Record):
     """An open session, by id; `create_session` adds one and `close_session` removes it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     session_id: str
     metadata: FrozenDict = Field(default_factory=FrozenDict)
@@ -118,10 +136,8 @@ class Session(BaseModel):
         return _non_empty(value, "Session.session_id")
 
 
-class PendingToolCall(BaseModel):
+class PendingToolCall(_Record):
     """A tool call requested by `execute_tool` and not yet answered by `tool_result`."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     call_id: str
     tool_name: str
@@ -139,6 +155,16 @@ class PendingToolCall(BaseModel):
     @classmethod
     def _not_empty(cls, value: str) -> str:
         return _non_empty(value, "PendingToolCall field")
+
+
+_SHARED_KINDS: tuple[type[BaseModel], ...] = (Message, Session, PendingToolCall)
+
+
+def shared_records(state: BaseModel) -> SharedRecords:
+    """The deeply immutable records inside ``state`` (a state of any type), for validating
+    the next state from ``state``'s JSON without building them again: pass
+    ``shared_records(state).context()`` as ``model_validate_json``'s ``context``."""
+    return SharedRecords.collect(state, _SHARED_KINDS)
 
 
 class AgentState(BaseModel):

@@ -24,6 +24,7 @@ EXPORTS: dict[str, dict[str, list[str]]] = {
         "DESIGN.md's contract": ["TransitionType", "StateTransition", "TransitionBatch", "CoordinatorResult", "Message",
                                  "AgentState", "ContextSnapshot", "Coordinator", "TransitionError", "reduce"],
         "the typed parts of AgentState (pending calls, sessions)": ["PendingToolCall", "Session"],
+        "the orchestrator validates each new state sharing its predecessor's frozen records": ["shared_records"],
         "deep freezing: what snapshots are made of, for users who build their own views": [
             "freeze", "thaw", "FrozenDict", "FrozenList", "check_json_clean"],
     },

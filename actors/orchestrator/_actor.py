@@ -40,7 +40,7 @@ from actors.orchestrator._recovery import journal_entry, restore_or_create
 from actors.orchestrator.changes import Change, ChangeKind
 from actors.orchestrator.spec import OrchestratorStatistics, RunSpec
 from cluster.connect import actor_was_restarted
-from coordinators import AgentState, ContextSnapshot, StateTransition, reduce
+from coordinators import AgentState, ContextSnapshot, StateTransition, reduce, shared_records
 
 __all__ = ["OrchestratorActor"]
 
@@ -601,7 +601,7 @@ def _run_fn(fn: Callable[[Any], Any], base: BaseModel) -> BaseModel:
     Re-validating through JSON catches wrong types assigned to fields and values that are not
     JSON-clean (which a durable run could not journal). ``base`` is never touched.
     """
-    working = base.model_copy(deep=True)
+    working = base.model_copy(deep=True)  # frozen records (messages) are shared, not copied
     result = fn(working)
     if inspect.isawaitable(result):
         result = asyncio.run(_await(result))
@@ -610,10 +610,12 @@ def _run_fn(fn: Callable[[Any], Any], base: BaseModel) -> BaseModel:
             raise TypeError(f"apply fn returned a {type(result).__name__}; return None or a {type(base).__name__}")
         working = result
     text = clean_json(working)  # refuses nan/inf, which pydantic would turn into null
-    # Drop the working copy before the validated one is built: at most two copies of a
-    # large state (the committed one and one new) are alive at once, plus the JSON text.
+    # The new state's frozen records that JSON leaves unchanged are the working copy's own
+    # instances (mostly the committed state's): a write to a large state builds only what
+    # changed, instead of a third full copy of the state beside the committed one.
+    shared = shared_records(working)
     del working, result
-    return type(base).model_validate_json(text)
+    return type(base).model_validate_json(text, context=shared.context())
 
 
 async def _await(awaitable: Any) -> Any:
