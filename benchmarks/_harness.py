@@ -218,8 +218,8 @@ async def close_run(orch: Orchestrator[Any]) -> None:
 
 async def start_runs(*factories: Callable[[], Orchestrator[Any]]) -> list[Orchestrator[Any]]:
     """Construct several orchestrators at once, each in a thread (the constructor blocks until
-    its actor and semaphore answer), so their processes start side by side instead of one
-    after the other. If one fails, the others are closed and the first error is raised."""
+    its actor answers), so their processes start side by side instead of one after the
+    other. If one fails, the others are closed and the first error is raised."""
     made = await asyncio.gather(*[asyncio.to_thread(factory) for factory in factories], return_exceptions=True)
     failed = [r for r in made if isinstance(r, BaseException)]
     if failed:

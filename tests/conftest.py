@@ -136,7 +136,8 @@ def multinode_cluster(_ray_teardown: None) -> Iterator[Any]:
 
     if ray.is_initialized():
         ray.shutdown()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "object_store_memory": _NODE_OBJECT_STORE_BYTES})
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "object_store_memory": _NODE_OBJECT_STORE_BYTES,
+                                                        "include_dashboard": False})
     for _ in range(2):
         cluster.add_node(num_cpus=1, object_store_memory=_NODE_OBJECT_STORE_BYTES)
     ray.init(address=cluster.address, namespace="soloist-tests")

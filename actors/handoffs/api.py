@@ -143,8 +143,8 @@ async def _call_subagent(caller: Any, request: HandoffRequest, orchestrator: str
     slot, actor = pool.pick()
     outcome, node = "error", ""
     try:
-        ref = actor.handoff_call.remote(request)
-        reply: SubagentReply = await ref
+        ref = actor.handoff_call.remote(request.wire())
+        reply = SubagentReply.of_wire(await ref)
         node = reply.node
         telemetry.record_semaphore_wait(orchestrator, reply.waited_s)
         if reply.timed_out:
@@ -235,6 +235,8 @@ async def handoff(orch: HandoffTarget, call: Call, out_type: type[Out], *, timeo
     """
     _check_orchestrator(orch)
     run = orch.handoff_settings()
+    if run.caller is not None:  # else _dispatch raises NoToolCaller: no scope to join
+        await orch.join_semaphore()
     return await _dispatch(run, call, out_type, limit=run.max_parallel, timeout=timeout)
 
 
@@ -252,6 +254,7 @@ async def parallel_handoff(
     calls = list(calls)
     if not calls:
         return []
+    await orch.join_semaphore()
     await orch.refresh_max_parallel()
     run = orch.handoff_settings()
     cap, requested = run.max_parallel, run.requested_max_parallel

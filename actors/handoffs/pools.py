@@ -29,6 +29,7 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import cloudpickle
@@ -37,7 +38,7 @@ from pydantic import BaseModel, ConfigDict
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.agents.managed import AgentConfig
-from actors.callers.protocol import DEFAULT_POOL, Interruptible, PooledCaller, ToolCallResult
+from actors.callers.protocol import DEFAULT_POOL, Interruptible, PooledCaller, TextContent, ToolCallResult
 from actors.handoffs._permits import WarmPermits, drop_permits, permits_for
 from actors.telemetry import subagent_call, subagent_span
 from cluster.connect import SOLOIST_NAMESPACE
@@ -56,7 +57,11 @@ _log = logging.getLogger(__name__)
 class HandoffRequest(BaseModel):
     """One handoff as the subagent receives it: the tool and its JSON arguments, the trace
     context, and what the replica needs to admit the body (the semaphore scope, the cap,
-    the call's timeout). Never the run's name, and no handle: nothing here can write."""
+    the call's timeout). Never the run's name, and no handle: nothing here can write.
+
+    It travels as ``wire()``, a list of JSON values, which Ray packs with msgpack (a tuple, or
+    the model itself, it pickles: 12 us to send and 9 us to receive on every handoff).
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -67,21 +72,22 @@ class HandoffRequest(BaseModel):
     limit: int
     timeout: float | None = None
 
-    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        # Pickled as its values (validated when it was built): a pydantic model's default
-        # pickling costs several times more, and every handoff ships one.
-        return _handoff_request, (self.skill, self.arguments, self.trace_context, self.scope, self.limit, self.timeout)
+    def wire(self) -> list[Any]:
+        """This request as plain values, for ``SubagentActor.handoff_call``."""
+        return [self.skill, self.arguments, self.trace_context, self.scope, self.limit, self.timeout]
 
-
-def _handoff_request(skill: str, arguments: dict[str, Any], trace_context: dict[str, str] | None, scope: str,
-                     limit: int, timeout: float | None) -> HandoffRequest:
-    return HandoffRequest.model_construct(skill=skill, arguments=arguments, trace_context=trace_context, scope=scope,
-                                          limit=limit, timeout=timeout)
+    @classmethod
+    def of_wire(cls, values: Sequence[Any]) -> HandoffRequest:
+        """The request ``wire()`` sent, validated again on arrival."""
+        skill, arguments, trace_context, scope, limit, timeout = values
+        return cls(skill=skill, arguments=arguments, trace_context=trace_context, scope=scope, limit=limit,
+                   timeout=timeout)
 
 
 class SubagentReply(BaseModel):
     """A handoff call's answer: the tool's result, or that it timed out (and whether its body
-    was stopped or runs on, holding its permit until it returns)."""
+    was stopped or runs on, holding its permit until it returns). It travels as ``wire()``,
+    plain values like the request's."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -91,12 +97,19 @@ class SubagentReply(BaseModel):
     waited_s: float = 0.0
     node: str = ""
 
-    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        return _subagent_reply, (self.result, self.timed_out, self.stopped, self.waited_s, self.node)  # as above
+    def wire(self) -> list[Any]:
+        """This reply as plain values: the result's text blocks and flags, then the rest."""
+        result = self.result
+        texts = None if result is None else [block.text for block in result.content]
+        return [texts, result is not None and result.is_error, self.timed_out, self.stopped, self.waited_s, self.node]
 
-
-def _subagent_reply(result: ToolCallResult | None, timed_out: bool, stopped: bool, waited_s: float, node: str) -> SubagentReply:
-    return SubagentReply.model_construct(result=result, timed_out=timed_out, stopped=stopped, waited_s=waited_s, node=node)
+    @classmethod
+    def of_wire(cls, values: Sequence[Any]) -> SubagentReply:
+        """The reply ``wire()`` sent, validated again on arrival."""
+        texts, is_error, timed_out, stopped, waited_s, node = values
+        result = None if texts is None else ToolCallResult(content=[TextContent(text=text) for text in texts],
+                                                           is_error=is_error)
+        return cls(result=result, timed_out=timed_out, stopped=stopped, waited_s=waited_s, node=node)
 
 
 def interruptible(caller: Any, name: str) -> bool:
@@ -131,9 +144,13 @@ class SubagentActor:
             self._node_id = _node()
         return self._node_id
 
-    async def handoff_call(self, request: HandoffRequest) -> SubagentReply:
-        """Take a permit of ``request.scope``, run the tool, give the permit back once the
-        body has returned (see the module docstring)."""
+    async def handoff_call(self, wire: Sequence[Any]) -> list[Any]:
+        """Take a permit of the request's scope, run the tool, give the permit back once the
+        body has returned (see the module docstring). ``wire`` is a ``HandoffRequest.wire()``;
+        the answer is a ``SubagentReply.wire()``."""
+        return (await self._handoff(HandoffRequest.of_wire(wire))).wire()
+
+    async def _handoff(self, request: HandoffRequest) -> SubagentReply:
         permits = self._permits_of(request.scope)
         started = time.perf_counter()
         try:

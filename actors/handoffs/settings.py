@@ -57,6 +57,10 @@ class HandoffTarget(Protocol):
         """The settings now, with the cap this process last read."""
         ...
 
+    async def join_semaphore(self) -> None:
+        """Make sure the run's semaphore scope is up and counts the run as a user (once)."""
+        ...
+
     async def refresh_max_parallel(self) -> int:
         """Re-read the run's cap (another process may have changed it); returns the effective cap."""
         ...

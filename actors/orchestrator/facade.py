@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Iterable
@@ -159,15 +160,9 @@ class Orchestrator(Generic[S]):
         self._init_handle(handle, spec.name, spec.token, caller=caller, state_type=type(initial),
                           max_parallel=max_parallel, semaphore_scope=spec.semaphore_scope, durable=store_spec is not None)
         self._wait_ready()
-        self._join_semaphore()
         self._track_agents()
 
     # ------------------------------------------------------------ construction
-
-    def _join_semaphore(self) -> None:
-        """Open (or create) the run's semaphore scope and record the run as one of its users,
-        so the scope's actor lives exactly as long as some run uses it."""
-        ClusterSemaphore.join_run(self._semaphore_scope, self._name, self._actor)
 
     def _init_handle(
         self,
@@ -190,6 +185,9 @@ class Orchestrator(Generic[S]):
         self._semaphore_scope = semaphore_scope
         self._durable = durable
         self._closed = False
+        # Whether this handle has joined the run's semaphore scope (at its first handoff).
+        self._semaphore_joined = False
+        self._join_lock = threading.Lock()
         self._logger: logging.LoggerAdapter[logging.Logger] = _component_logger(logging.getLogger("soloist.orchestrator"), name)
         self._tracer: Any = None
 
@@ -254,7 +252,6 @@ class Orchestrator(Generic[S]):
         self._init_handle(handle, name, spec.token, caller=spec.caller, state_type=type(spec.initial),
                           max_parallel=spec.max_parallel, semaphore_scope=spec.semaphore_scope, durable=True)
         self._wait_ready()
-        self._join_semaphore()
         self._track_agents()
         return self
 
@@ -333,6 +330,25 @@ class Orchestrator(Generic[S]):
 
     async def statistics(self) -> OrchestratorStatistics:
         return await self._call(OrchestratorActor.statistics)
+
+    async def join_semaphore(self) -> None:
+        """Make sure the run's semaphore scope has its actor and counts this run among its
+        users (``handoff`` calls this first; a no-op once done on this handle).
+
+        Joined at the first handoff, not when the run starts: a run that never hands off
+        then costs no semaphore actor (a worker process, and 0.7-2.8 s of its start on a
+        busy machine). The scope's actor lives as long as some run that joined it does.
+        """
+        if self._closed:
+            raise OrchestratorClosed(f"orchestrator {self._name!r} is closed: it hands off nothing more")
+        if not self._semaphore_joined:
+            await asyncio.to_thread(self._join_semaphore)
+
+    def _join_semaphore(self) -> None:
+        with self._join_lock:  # two first handoffs at once join once
+            if not self._semaphore_joined:
+                ClusterSemaphore.join_run(self._semaphore_scope, self._name, self._actor)
+                self._semaphore_joined = True
 
     async def refresh_max_parallel(self) -> int:
         """Read the run's cap from the actor (another process may have changed it)."""

@@ -26,6 +26,7 @@ from actors import (
     handoff,
     parallel_handoff,
 )
+from tests._waits import eventually
 from tests.actors._peak import SleepIn, SleepOut, gated_calls, new_counter, open_when_in_flight, sleepy_registry, wait_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
@@ -118,6 +119,23 @@ async def test_handoff_without_a_caller_names_the_skill():
             await handoff(bare, Call("add", {"a": 1, "b": 2}), AddOut)
     finally:
         await bare.close()
+
+
+def _named_actors() -> set[str]:
+    return {a["name"] for a in ray.util.list_named_actors(all_namespaces=True)}
+
+
+async def test_a_run_starts_its_semaphore_at_its_first_handoff_and_ends_it_when_closed():
+    run = Orchestrator(Empty(), caller=skills)
+    semaphore = f"soloist:sem:{run.handoff_settings().semaphore_scope}"
+    try:
+        assert semaphore not in _named_actors()  # a run that never hands off starts no semaphore actor
+        assert await handoff(run, Call("add", AddIn(a=1, b=1)), AddOut) == AddOut(sum=2)
+        assert semaphore in _named_actors()
+    finally:
+        await run.close()
+    await eventually(lambda: asyncio.to_thread(_named_actors), lambda names: semaphore not in names,
+                     "the closed run's semaphore actor to end")
 
 
 async def test_handoff_rejects_input_that_is_not_an_object_or_not_json_clean(orch):

@@ -6,6 +6,7 @@ after the resumed run prove no turn and no handoff before the interrupt was repe
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -14,9 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
+import ray
 
 from actors import Orchestrator, Run
 from coordinators import AgentState
+from tests._waits import eventually
 from tests.actors.run_fixtures import counts, skill_registry, three
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
@@ -27,34 +30,37 @@ ALL_DONE = {"coordinator:planner": 1, "coordinator:worker": 1, "coordinator:revi
             "skill:echo:a": 1, "skill:echo:b": 1}
 
 
-def _start_waiting_driver(store: Path, name: str, log: Path) -> tuple[subprocess.Popen[str], list[str]]:
+def _start_waiting_driver(store: Path, name: str, log: Path, tmp: Path) -> tuple[subprocess.Popen[str], list[str]]:
+    """The driver, joined to this test's Ray (not an embedded Ray of its own: a second Ray
+    on a machine whose cores are busy took minutes to start), once its run is waiting."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
-    env.pop("RAY_ADDRESS", None)
-    proc = subprocess.Popen(
-        [sys.executable, str(REPO / "tests" / "actors" / "_run_waiting_driver.py"), str(store), name, str(log)],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, start_new_session=True,
-    )
+    address = ray.get_runtime_context().gcs_address
+    errors = tmp / "driver.stderr"
+    with errors.open("w") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, str(REPO / "tests" / "actors" / "_run_waiting_driver.py"), address, str(store), name, str(log)],
+            stdout=subprocess.PIPE, stderr=stderr, text=True, env=env,
+        )
     assert proc.stdout is not None
     line = proc.stdout.readline().split()  # blocks until the run is waiting (or the driver died)
-    assert line and line[0] == "WAITING", f"the driver did not reach the waiting state: {line}"
+    assert line and line[0] == "WAITING", f"the driver did not reach the waiting state: {line}; its stderr ends:\n{errors.read_text()[-3000:]}"
     return proc, line[1:]
 
 
-def _kill_group(proc: subprocess.Popen[str]) -> None:
-    """SIGKILL the driver, then the embedded Ray it started (same session)."""
+def _kill(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL the driver; its (non-detached) run's actor dies with it, as Ray decides."""
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=60)
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 async def test_resume_after_sigkill_of_the_driver_while_waiting_runs_nothing_twice(tmp_path: Path) -> None:
     store, log = tmp_path / "runs.sqlite", tmp_path / "effects.log"
-    proc, ids = _start_waiting_driver(store, "resume-after-driver-kill", log)
-    _kill_group(proc)
+    proc, ids = _start_waiting_driver(store, "resume-after-driver-kill", log, tmp_path)
+    _kill(proc)
     assert counts(log) == BEFORE_THE_INTERRUPT and len(ids) == 2
+    # Ray ends a dead driver's actors; attach once the run's actor is gone (the store has it).
+    await eventually(lambda: asyncio.to_thread(Orchestrator.list_live), lambda live: "resume-after-driver-kill" not in live,
+                     "the dead driver's run actor to end")
     started = time.perf_counter()
     orch = Orchestrator.attach("resume-after-driver-kill", store=str(store))
     try:

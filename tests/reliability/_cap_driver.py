@@ -4,7 +4,8 @@
 SIGSTOPs this process while they run); prints ``DONE <ok>``.
 ``fair ADDRESS RUN INTERVALS TAG SECONDS``: back-to-back handoffs from four workers for
 SECONDS; prints ``COUNT <n>``.
-``own ADDRESS SCOPE``: open a run on SCOPE, print ``READY`` and exit without closing it.
+``own ADDRESS SCOPE``: open a run on SCOPE and join its semaphore (as a first handoff does),
+print ``READY``, wait for a line on stdin and exit without closing the run.
 """
 
 from __future__ import annotations
@@ -60,8 +61,10 @@ if __name__ == "__main__":
         class Empty(BaseModel):
             pass
 
-        Orchestrator(Empty(), semaphore_scope=sys.argv[3])
+        orch = Orchestrator(Empty(), semaphore_scope=sys.argv[3])
+        asyncio.run(orch.join_semaphore())
         sys.stdout.write("READY\n")
         sys.stdout.flush()
+        sys.stdin.readline()
     else:
         asyncio.run(fair(sys.argv[3], sys.argv[4], sys.argv[5], float(sys.argv[6])))

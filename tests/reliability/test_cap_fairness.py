@@ -90,16 +90,23 @@ def _soloist_actors() -> list[str]:
     return sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == "soloist")
 
 
-#: Runs opened and closed one after another (each starts two actor processes: about 2 s on
-#: this 2-core machine); the issue's 200 under SOLOIST_RELIABILITY_FULL=1.
+#: Runs opened, joined to their semaphore (as at a first handoff) and closed one after
+#: another: each starts two actor processes, about 2 s on this 2-core machine; the issue's
+#: 200 under SOLOIST_RELIABILITY_FULL=1.
 RUNS = scaled(40, 200)
+
+
+async def _open_join_close() -> None:
+    run = Orchestrator(Empty())
+    await run.join_semaphore()
+    await run.close()
 
 
 async def test_opening_and_closing_many_runs_leaves_the_soloist_actors_as_they_were():
     # One run first: it starts the cluster-wide singletons a session keeps (the metrics
     # collector), which are not per run; counted from there, nothing may be left over.
     existing = set(_soloist_actors())
-    await Orchestrator(Empty()).close()
+    await _open_join_close()
 
     async def singletons_only() -> list[str] | None:
         now = _soloist_actors()
@@ -108,7 +115,7 @@ async def test_opening_and_closing_many_runs_leaves_the_soloist_actors_as_they_w
 
     before = await wait_for(singletons_only, "the first run's own actors to be gone")
     for _ in range(RUNS):
-        await Orchestrator(Empty()).close()
+        await _open_join_close()
     try:
         after = await wait_for(lambda: _settled(before), "the closed runs' actors to be gone", timeout=180)
     except AssertionError:
@@ -130,7 +137,10 @@ async def test_a_runs_semaphore_ends_with_the_process_that_owned_the_run():
     driver = start_driver("own", scope)
     try:
         await read_line(driver, "READY")
+        assert f"soloist:sem:{scope}" in _soloist_actors(), "the driver's run joined its semaphore: its actor is up"
     finally:
+        driver.stdin.write("\n")  # type: ignore[union-attr]
+        driver.stdin.flush()  # type: ignore[union-attr]
         driver.wait(timeout=120)
     started = time.monotonic()
     await wait_for(lambda: _absent(f"soloist:sem:{scope}"), "the semaphore of a dead driver's run to end", timeout=180)

@@ -33,7 +33,7 @@ class Tally(BaseModel):
 def cluster() -> Iterator[Cluster]:
     if ray.is_initialized():
         ray.shutdown()
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "object_store_memory": 100 * 1024**2})
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "object_store_memory": 100 * 1024**2, "include_dashboard": False})
     for _ in range(2):
         c.add_node(num_cpus=1, object_store_memory=100 * 1024**2)
     ray.init(address=c.address, namespace=NAMESPACE)
