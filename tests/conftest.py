@@ -124,22 +124,35 @@ def ray_module(_ray_teardown: None) -> None:
 _NODE_OBJECT_STORE_BYTES = 100 * 1024 * 1024
 
 
+def _start_multinode() -> Any:
+    """A head (2 CPUs, no dashboard) and two 1-CPU worker nodes; on a failed start, every node
+    that did start is shut down before the error propagates (so a retry starts clean)."""
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster()
+    try:
+        cluster.add_node(num_cpus=2, object_store_memory=_NODE_OBJECT_STORE_BYTES, include_dashboard=False)
+        for _ in range(2):
+            cluster.add_node(num_cpus=1, object_store_memory=_NODE_OBJECT_STORE_BYTES)
+    except Exception:
+        cluster.shutdown()
+        raise
+    return cluster
+
+
 @pytest.fixture(scope="module")
 def multinode_cluster(_ray_teardown: None) -> Iterator[Any]:
     """A head (2 CPUs) and two worker nodes (1 CPU each): three raylets on this machine.
 
     Replaces the session's Ray for the module (the next ``ray_session`` starts it again) and
-    shuts every node down afterwards.
+    shuts every node down afterwards. A node Ray gave up on after its fixed 30 s (a busy
+    machine) is started again, as the session's Ray is.
     """
     import ray
-    from ray.cluster_utils import Cluster
 
     if ray.is_initialized():
         ray.shutdown()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "object_store_memory": _NODE_OBJECT_STORE_BYTES,
-                                                        "include_dashboard": False})
-    for _ in range(2):
-        cluster.add_node(num_cpus=1, object_store_memory=_NODE_OBJECT_STORE_BYTES)
+    cluster = _start_with_retry(_start_multinode, lambda: None)
     ray.init(address=cluster.address, namespace="soloist-tests")
     cluster.wait_for_nodes()
     yield cluster

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterator
 
 import pytest
 import ray
@@ -30,17 +29,8 @@ class Tally(BaseModel):
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    if ray.is_initialized():
-        ray.shutdown()
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "object_store_memory": 100 * 1024**2, "include_dashboard": False})
-    for _ in range(2):
-        c.add_node(num_cpus=1, object_store_memory=100 * 1024**2)
-    ray.init(address=c.address, namespace=NAMESPACE)
-    c.wait_for_nodes()
-    yield c
-    ray.shutdown()
-    c.shutdown()
+def cluster(multinode_cluster: Cluster) -> Cluster:
+    return multinode_cluster
 
 
 def _pid(actor: object) -> int:
