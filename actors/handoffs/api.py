@@ -32,7 +32,8 @@ from actors.exceptions import (
     SubagentLost,
     ToolReportedError,
 )
-from actors.handoffs.pools import HandoffRequest, SubagentReply, pool_for
+from actors.handoffs._fanout import LANE_DEPTH, Fanout
+from actors.handoffs.pools import HandoffRequest, SubagentPool, SubagentReply, pool_for
 from actors.handoffs.settings import HandoffSettings, HandoffTarget
 
 __all__ = ["Call", "Result", "handoff", "parallel_handoff"]
@@ -137,14 +138,45 @@ def _timed_out(skill: str, timeout: float | None, reply: SubagentReply) -> Timeo
     )
 
 
-async def _call_subagent(caller: Any, request: HandoffRequest, orchestrator: str) -> ToolCallResult:
-    skill = request.skill
-    pool = pool_for(caller, skill)
-    slot, actor = pool.pick()
-    outcome, node = "error", ""
+async def _send(pool: SubagentPool, request: HandoffRequest, fanout: Fanout | None) -> SubagentReply:
+    """One request to one replica of ``pool`` (on a lane of ``fanout``, if any), answered."""
+    lane = ticket = None
+    if fanout is not None:
+        lane, ticket = fanout.route()
+        request = request.model_copy(update={"lane": lane, "ticket": ticket})
+    slot, actor = pool.pick(lane)
+    if fanout is not None:
+        fanout.sent(lane, ticket, actor)  # type: ignore[arg-type]
     try:
         ref = actor.handoff_call.remote(request.wire())
-        reply = SubagentReply.of_wire(await ref)
+        try:
+            return SubagentReply.of_wire(await ref)
+        except asyncio.CancelledError:
+            # The subagent cancels the body; its permit is given back when the body has returned
+            # (for a sync skill: when its thread does, see ``Interruptible``). Not recursive: Ray
+            # would also drop the body's own actor calls still queued in its process, and an actor
+            # that executes its callers' calls in order then waits 30 s for the missing one and
+            # fails every later call of that subagent to it. The body's own work stops with the
+            # body (its awaits are cancelled; a nested handoff cancels its subagent like this).
+            ray.cancel(ref, recursive=False)
+            raise
+    except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError, ray.exceptions.NodeDiedError) as exc:
+        pool.forget(slot, actor)
+        raise SubagentLost(request.skill, f"handoff {request.skill!r}: the subagent serving it was lost ({type(exc).__name__}); retry the call") from exc
+    finally:
+        pool.returned(slot, lane)
+        if fanout is not None:
+            fanout.over(lane, ticket)  # type: ignore[arg-type]
+
+
+async def _call_subagent(caller: Any, request: HandoffRequest, orchestrator: str, fanout: Fanout | None) -> ToolCallResult:
+    skill = request.skill
+    pool = pool_for(caller, skill)
+    outcome, node = "error", ""
+    try:
+        reply = await _send(pool, request, fanout)
+        while reply.withdrawn:  # taken back unstarted, for a lane that went idle: send it there
+            reply = await _send(pool, request, fanout)
         node = reply.node
         telemetry.record_semaphore_wait(orchestrator, reply.waited_s)
         if reply.timed_out:
@@ -158,24 +190,15 @@ async def _call_subagent(caller: Any, request: HandoffRequest, orchestrator: str
         cause = exc.cause if isinstance(exc.cause, BaseException) else exc
         raise CallerFailed(skill, f"handoff {skill!r}: the caller failed: {type(cause).__name__}: {cause}") from cause
     except asyncio.CancelledError:
-        # The subagent cancels the body; its permit is given back when the body has returned
-        # (for a sync skill: when its thread does, see ``Interruptible``). Not recursive: Ray
-        # would also drop the body's own actor calls still queued in its process, and an actor
-        # that executes its callers' calls in order then waits 30 s for the missing one and
-        # fails every later call of that subagent to it. The body's own work stops with the
-        # body (its awaits are cancelled; a nested handoff cancels its subagent like this).
         outcome = "cancelled"
-        ray.cancel(ref, recursive=False)
         raise
-    except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError, ray.exceptions.NodeDiedError) as exc:
-        pool.forget(slot, actor)
-        raise SubagentLost(skill, f"handoff {skill!r}: the subagent serving it was lost ({type(exc).__name__}); retry the call") from exc
     finally:
-        pool.returned(slot)
         telemetry.record_subagent_call(orchestrator, skill, node, outcome)
 
 
-async def _dispatch(run: HandoffSettings, call: Call, out_type: Any, *, limit: int, timeout: float | None) -> Any:
+async def _dispatch(
+    run: HandoffSettings, call: Call, out_type: Any, *, limit: int, timeout: float | None, fanout: Fanout | None = None
+) -> Any:
     """One handoff, start to finish: check, permit, subagent call, decode."""
     if not isinstance(call, Call):
         raise TypeError(f"handoff takes a Call, got {type(call).__name__}")
@@ -192,10 +215,13 @@ async def _dispatch(run: HandoffSettings, call: Call, out_type: Any, *, limit: i
     error: BaseException | None = None
     with telemetry.handoff_span(run.tracer, skill) as span:
         try:
-            with telemetry.in_flight(run.name):
-                request = HandoffRequest(skill=skill, arguments=arguments, trace_context=telemetry.current_carrier(),
-                                         scope=run.semaphore_scope, limit=limit, timeout=timeout)
-                result = await _call_subagent(caller, request, run.name)
+            request = HandoffRequest(skill=skill, arguments=arguments, trace_context=telemetry.current_carrier(),
+                                     scope=run.semaphore_scope, limit=limit, timeout=timeout)
+            if fanout is None:
+                with telemetry.in_flight(run.name):
+                    result = await _call_subagent(caller, request, run.name, None)
+            else:  # the fan-out counts its busy lanes
+                result = await _call_subagent(caller, request, run.name, fanout)
             return _decode(skill, result, out_type)
         except BaseException as exc:
             error = exc
@@ -249,6 +275,12 @@ async def parallel_handoff(
     ``Result.error`` and never fails the batch. Cancelling the awaiting task cancels the
     subagents' in-flight work and starts nothing new; each permit is freed by its subagent
     once its body has stopped (a synchronous body: once its thread has returned).
+
+    With more calls than the cap, the batch runs ``cap`` lanes, and each lane's next call
+    already waits in its subagent (holding no permit) to start the moment the one before has
+    returned (``actors.handoffs._fanout``). A call still waiting when another lane has gone
+    idle moves there; a call that has started never runs again. A subagent that is lost
+    fails its running call and the one waiting behind it, with ``SubagentLost``.
     """
     _check_orchestrator(orch)
     calls = list(calls)
@@ -265,18 +297,23 @@ async def parallel_handoff(
         )
     results: list[Result[Out] | None] = [None] * len(calls)
     pending = iter(enumerate(calls))
+    # More items than the cap: lanes, each keeping its next item waiting in its replica.
+    fanout = Fanout(cap, run.name) if len(calls) > cap else None
+    workers_wanted = cap * LANE_DEPTH if fanout is not None else len(calls)
 
     async def worker() -> None:
         for index, call in pending:
             try:
-                output = await _dispatch(run, call, out_type, limit=cap, timeout=timeout)
+                output = await _dispatch(run, call, out_type, limit=cap, timeout=timeout, fanout=fanout)
             except Exception as exc:
                 results[index] = Result(index=index, error=exc)
             else:
                 results[index] = Result(index=index, output=output)
+        if fanout is not None:
+            await fanout.rebalance()
 
     with telemetry.parallel_span(run.tracer, len(calls), cap) as span:
-        workers = [asyncio.ensure_future(worker()) for _ in range(min(cap, len(calls)))]
+        workers = [asyncio.ensure_future(worker()) for _ in range(min(workers_wanted, len(calls)))]
         try:
             await asyncio.gather(*workers)
         except BaseException:

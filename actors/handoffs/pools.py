@@ -39,6 +39,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.agents.managed import AgentConfig
 from actors.callers.protocol import DEFAULT_POOL, Interruptible, PooledCaller, TextContent, ToolCallResult
+from actors.handoffs._lanes import Lanes
 from actors.handoffs._permits import WarmPermits, drop_permits, permits_for
 from actors.telemetry import subagent_call, subagent_span
 from cluster.connect import SOLOIST_NAMESPACE
@@ -71,29 +72,36 @@ class HandoffRequest(BaseModel):
     scope: str
     limit: int
     timeout: float | None = None
+    #: Requests of one lane run their bodies one after another on their replica, in arrival
+    #: order (see ``actors.handoffs._lanes``); None: the body starts once it has a permit.
+    lane: str | None = None
+    #: With a lane: this request's id there, by which its driver may withdraw it unstarted.
+    ticket: str | None = None
 
     def wire(self) -> list[Any]:
         """This request as plain values, for ``SubagentActor.handoff_call``."""
-        return [self.skill, self.arguments, self.trace_context, self.scope, self.limit, self.timeout]
+        return [self.skill, self.arguments, self.trace_context, self.scope, self.limit, self.timeout, self.lane,
+                self.ticket]
 
     @classmethod
     def of_wire(cls, values: Sequence[Any]) -> HandoffRequest:
         """The request ``wire()`` sent, validated again on arrival."""
-        skill, arguments, trace_context, scope, limit, timeout = values
+        skill, arguments, trace_context, scope, limit, timeout, lane, ticket = values
         return cls(skill=skill, arguments=arguments, trace_context=trace_context, scope=scope, limit=limit,
-                   timeout=timeout)
+                   timeout=timeout, lane=lane, ticket=ticket)
 
 
 class SubagentReply(BaseModel):
     """A handoff call's answer: the tool's result, or that it timed out (and whether its body
-    was stopped or runs on, holding its permit until it returns). It travels as ``wire()``,
-    plain values like the request's."""
+    was stopped or runs on, holding its permit until it returns), or that its driver withdrew
+    it before it started. It travels as ``wire()``, plain values like the request's."""
 
     model_config = ConfigDict(frozen=True)
 
     result: ToolCallResult | None = None
     timed_out: bool = False
     stopped: bool = True
+    withdrawn: bool = False
     waited_s: float = 0.0
     node: str = ""
 
@@ -101,15 +109,17 @@ class SubagentReply(BaseModel):
         """This reply as plain values: the result's text blocks and flags, then the rest."""
         result = self.result
         texts = None if result is None else [block.text for block in result.content]
-        return [texts, result is not None and result.is_error, self.timed_out, self.stopped, self.waited_s, self.node]
+        return [texts, result is not None and result.is_error, self.timed_out, self.stopped, self.withdrawn,
+                self.waited_s, self.node]
 
     @classmethod
     def of_wire(cls, values: Sequence[Any]) -> SubagentReply:
         """The reply ``wire()`` sent, validated again on arrival."""
-        texts, is_error, timed_out, stopped, waited_s, node = values
+        texts, is_error, timed_out, stopped, withdrawn, waited_s, node = values
         result = None if texts is None else ToolCallResult(content=[TextContent(text=text) for text in texts],
                                                            is_error=is_error)
-        return cls(result=result, timed_out=timed_out, stopped=stopped, waited_s=waited_s, node=node)
+        return cls(result=result, timed_out=timed_out, stopped=stopped, withdrawn=withdrawn, waited_s=waited_s,
+                   node=node)
 
 
 def interruptible(caller: Any, name: str) -> bool:
@@ -131,6 +141,7 @@ class SubagentActor:
         # closed one is looked up again) and its node: off the per-call path.
         self._permits: dict[str, WarmPermits] = {}
         self._node_id: str | None = None
+        self._lanes = Lanes()
 
     def _permits_of(self, scope: str) -> WarmPermits:
         permits = self._permits.get(scope)
@@ -151,6 +162,20 @@ class SubagentActor:
         return (await self._handoff(HandoffRequest.of_wire(wire))).wire()
 
     async def _handoff(self, request: HandoffRequest) -> SubagentReply:
+        lane = request.lane
+        if lane is None:
+            return await self._admitted(request)
+        # Behind the lane's earlier requests, holding no permit.
+        if not await self._lanes.enter(lane, request.ticket or ""):
+            return SubagentReply(withdrawn=True, node=self._node())
+        try:
+            return await self._admitted(request)
+        finally:
+            # After the body's own completion has given its permit back (its done callback
+            # runs before this coroutine resumes), so the lane's next body takes it warm.
+            self._lanes.leave(lane)
+
+    async def _admitted(self, request: HandoffRequest) -> SubagentReply:
         permits = self._permits_of(request.scope)
         started = time.perf_counter()
         try:
@@ -183,6 +208,15 @@ class SubagentActor:
             return SubagentReply(timed_out=True, stopped=interruptible(self._caller, request.skill), waited_s=waited,
                                  node=self._node())
         return SubagentReply(result=work.result(), waited_s=waited, node=self._node())
+
+    async def withdraw(self, ticket: str) -> bool:
+        """Take back a lane's request that has not started (see ``actors.handoffs._lanes``):
+        True if it never will; its call then answers ``withdrawn``."""
+        return self._lanes.withdraw(ticket)
+
+    async def open_lanes(self) -> int:
+        """How many lanes have a request in this replica now (0 once every call is over)."""
+        return len(self._lanes)
 
     async def holds_leases(self, lease_ids: list[str]) -> list[bool]:
         """The semaphore's probe: which of these leases this process still holds."""
@@ -272,6 +306,8 @@ class SubagentPool:
     after another go back to the same replica, whose permit is still warm (kept for
     ``DEFAULT_LINGER_S`` after its body returned): a run loop's next handoff then needs no
     round trip to the semaphore. Round robin sent each call to the replica idle longest.
+    A lane's calls all go to the replica of its first one while any is in flight (that
+    replica runs them one after another, see ``actors.handoffs._lanes``).
     Each process starts from its own random slot, so two processes' single calls tend to
     land on different replicas.
 
@@ -298,6 +334,8 @@ class SubagentPool:
         self._returned = [-((slot - self._start) % replicas) for slot in range(replicas)]
         self._clock = itertools.count(1)
         self._lock = threading.Lock()
+        # Lanes with calls in flight from this process: lane -> (its slot, how many calls).
+        self._lanes: dict[str, tuple[int, int]] = {}
         self._calls = 0
         self._replaced = 0
 
@@ -329,23 +367,37 @@ class SubagentPool:
             else:
                 orchestrator.agent_changed.remote(agent_id, "error", error)
 
-    def pick(self) -> tuple[int, Any]:
-        """The replica for the next call: fewest in flight, then the one that returned last.
+    def pick(self, lane: str | None = None) -> tuple[int, Any]:
+        """The replica for the next call: fewest in flight, then the one that returned last;
+        for a ``lane`` with a call still in flight here, that call's replica.
 
-        Pair every pick with ``returned(slot)`` once the call is over, whatever its outcome.
+        Pair every pick with ``returned(slot, lane)`` once the call is over, whatever its outcome.
         """
         with self._lock:
-            slot = min(range(self._replicas), key=lambda i: (self._in_flight[i], -self._returned[i]))
+            held = self._lanes.get(lane) if lane is not None else None
+            if held is not None:
+                slot = held[0]
+                self._lanes[lane] = (slot, held[1] + 1)  # type: ignore[index]
+            else:
+                slot = min(range(self._replicas), key=lambda i: (self._in_flight[i], -self._returned[i]))
+                if lane is not None:
+                    self._lanes[lane] = (slot, 1)
             handle = self._slot_handle(slot)
             self._in_flight[slot] += 1
             self._calls += 1
             return slot, handle
 
-    def returned(self, slot: int) -> None:
+    def returned(self, slot: int, lane: str | None = None) -> None:
         """The call sent to ``slot`` by ``pick`` is over (answered, failed or cancelled)."""
         with self._lock:
             self._in_flight[slot] -= 1
             self._returned[slot] = next(self._clock)
+            if lane is not None:
+                held_slot, calls = self._lanes[lane]
+                if calls == 1:
+                    del self._lanes[lane]
+                else:
+                    self._lanes[lane] = (held_slot, calls - 1)
 
     def forget(self, slot: int, handle: Any) -> None:
         """Drop a replica whose actor is gone, so the next pick re-creates it."""

@@ -25,6 +25,7 @@ from actors import (
     ToolReportedError,
     handoff,
     parallel_handoff,
+    pool_for,
 )
 from tests._waits import eventually
 from tests.actors._peak import SleepIn, SleepOut, gated_calls, new_counter, open_when_in_flight, sleepy_registry, wait_until
@@ -264,7 +265,10 @@ async def test_cancelling_a_batch_cancels_subagent_work_and_frees_every_permit(s
     with pytest.raises(asyncio.CancelledError):
         await batch
     report = await wait_until(counter, "cancelled", 4)
-    assert report == {**report, "current": 0, "cancelled": 4, "finished": 0}
+    assert report == {**report, "current": 0, "cancelled": 4, "finished": 0}  # the four waiting never started
+    replicas = pool_for(run.caller, "sleep").handles()
+    await eventually(lambda: asyncio.gather(*(h.open_lanes.remote() for h in replicas)), lambda open_: not any(open_),
+                     "the cancelled calls to leave their lanes")
     await counter.reset.remote()
     again = asyncio.ensure_future(parallel_handoff(run, gated_calls(name, 8, seconds=0.3), SleepOut))
     await open_when_in_flight(counter, 4)  # no permit leaked: four bodies are inside at once again
@@ -316,3 +320,36 @@ async def test_runs_sharing_a_named_semaphore_scope_share_one_budget_of_four():
         for run in runs:
             await run.close()
         ray.kill(counter)
+
+
+async def test_an_item_waiting_behind_a_long_one_moves_to_a_lane_that_went_idle(sleepy):
+    run, name, counter = sleepy
+    # Five items at cap 4: the fifth is sent to the first item's replica to wait behind it.
+    # That first item stays at the gate, so the fifth can only finish if it was moved to a
+    # lane whose item had ended.
+    calls = [Call("sleep", SleepIn(counter=name, seconds=0.01, tag=0, gate=True))]
+    calls += [Call("sleep", SleepIn(counter=name, seconds=0.01, tag=tag)) for tag in range(1, 5)]
+    batch = asyncio.ensure_future(parallel_handoff(run, calls, SleepOut))
+    report = await wait_until(counter, "finished", 4)
+    assert report["current"] == 1 and report["entered"] == 5, "the gated item is the only one inside"
+    await counter.open.remote()
+    results = await batch
+    assert [r.output.tag for r in results] == list(range(5))
+    report = await counter.report.remote()
+    assert report["entered"] == 5, "an item ran twice"
+    assert report["finished"] == 5
+    replicas = pool_for(run.caller, "sleep").handles()
+    assert await asyncio.gather(*(h.open_lanes.remote() for h in replicas)) == [0] * len(replicas)
+
+
+async def test_items_of_mixed_lengths_each_run_once_and_never_more_than_four_at_once(sleepy):
+    run, name, counter = sleepy
+    lengths = [0.0, 0.2, 0.01, 0.05] * 10  # items end out of order, so lanes go idle and take waiting items
+    calls = [Call("sleep", SleepIn(counter=name, seconds=s, tag=tag)) for tag, s in enumerate(lengths)]
+    results = await parallel_handoff(run, calls, SleepOut)
+    assert [r.error for r in results if not r.ok] == []
+    assert [r.output.tag for r in results] == list(range(40))
+    report = await counter.report.remote()
+    assert report["entered"] == 40, "an item ran twice"
+    assert report["finished"] == 40
+    assert report["peak"] <= 4

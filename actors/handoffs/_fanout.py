@@ -1,0 +1,95 @@
+"""A parallel handoff's lanes, seen from its driver: where each item goes, and the
+rebalancing at the end of the batch.
+
+A batch with more items than its cap runs ``cap`` lanes, each on one replica, and keeps up to
+``LANE_DEPTH`` items in flight per lane: while an item runs, the next one already waits in
+the replica (``actors.handoffs._lanes``) and starts the moment the first one has returned,
+instead of one reply and one new request later. Measured on a 2-core machine, that hand-over
+was about 6 ms of every 100 ms wave of a sleeping fan-out.
+
+An item queued behind a long one could wait while another lane has nothing left to do (at
+the end of a batch whose items differ in length). So whenever a lane goes idle and no item
+is left to start, the driver withdraws an item still waiting behind another, and its own
+worker sends it again, to the idle lane. A replica only withdraws an item that has not
+started, so nothing runs twice.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import secrets
+from typing import Any
+
+import ray
+
+from cluster import metrics
+
+__all__ = ["Fanout", "LANE_DEPTH"]
+
+_log = logging.getLogger(__name__)
+
+#: Items in flight per lane: the one running and the one waiting behind it.
+LANE_DEPTH = 2
+
+
+class Fanout:
+    """The lanes of one ``parallel_handoff`` batch of ``orchestrator``'s run (used from its
+    event loop only).
+
+    The run's in-flight gauge counts busy lanes here, not items sent: a lane runs one body
+    at a time, and an item waiting behind it is not running.
+    """
+
+    def __init__(self, lanes: int, orchestrator: str) -> None:
+        self._orchestrator = orchestrator
+        batch = secrets.token_hex(6)
+        self._batch = batch
+        self._lanes = [f"{batch}:{i}" for i in range(lanes)]
+        # Per lane, the items sent and not yet answered, oldest first: (ticket, replica).
+        self._sent: dict[str, list[tuple[str, Any]]] = {lane: [] for lane in self._lanes}
+        self._tickets = itertools.count()
+        self._stealing = 0
+        self._withdrawn = 0
+
+    @property
+    def withdrawn(self) -> int:
+        """How many waiting items were taken back and sent to an idle lane."""
+        return self._withdrawn
+
+    def route(self) -> tuple[str, str]:
+        """The lane for the next send (the one with the fewest items in flight, the first
+        such) and a fresh ticket for it."""
+        lane = min(self._lanes, key=lambda name: len(self._sent[name]))
+        return lane, f"{self._batch}/{next(self._tickets)}"
+
+    def sent(self, lane: str, ticket: str, replica: Any) -> None:
+        sent = self._sent[lane]
+        if not sent:
+            metrics.add_in_flight(self._orchestrator, 1)
+        sent.append((ticket, replica))
+
+    def over(self, lane: str, ticket: str) -> None:
+        """The send of ``ticket`` is answered, failed or cancelled."""
+        sent = self._sent[lane] = [entry for entry in self._sent[lane] if entry[0] != ticket]
+        if not sent:
+            metrics.add_in_flight(self._orchestrator, -1)
+
+    async def rebalance(self) -> None:
+        """For a worker that has no item left: while a lane is idle and another has an item
+        waiting behind a running one, withdraw the waiting item (its worker resends it)."""
+        idle = sum(1 for sent in self._sent.values() if not sent)
+        if idle <= self._stealing:
+            return
+        waiting = [sent[-1] for sent in self._sent.values() if len(sent) >= 2]
+        self._stealing += 1
+        try:
+            for ticket, replica in waiting:
+                try:
+                    if await replica.withdraw.remote(ticket):
+                        self._withdrawn += 1
+                        return
+                except ray.exceptions.RayError as exc:  # its replica is gone: so is the item, as its worker learns
+                    _log.info("could not withdraw %s: %s", ticket, exc, extra={"component": "handoff"})
+        finally:
+            self._stealing -= 1
