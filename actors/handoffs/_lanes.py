@@ -78,6 +78,17 @@ class Lanes:
         turn.set_result(False)
         return True
 
+    def withdraw_all(self, lane: str) -> None:
+        """Withdraw every item still waiting in ``lane`` (its batch is being cancelled)."""
+        state = self._lanes.get(lane)
+        if state is None:
+            return
+        queue, state.queue = state.queue, deque()
+        for ticket, turn in queue:
+            self._waiting.pop(ticket, None)
+            if not turn.done():
+                turn.set_result(False)
+
     def leave(self, lane: str) -> None:
         """The item that entered ``lane`` is over: the next waiting one of the lane starts."""
         state = self._lanes[lane]

@@ -170,6 +170,11 @@ class SubagentActor:
             return SubagentReply(withdrawn=True, node=self._node())
         try:
             return await self._admitted(request)
+        except asyncio.CancelledError:
+            # Only a driver cancelling its whole batch cancels a lane's call: the calls waiting
+            # behind this one are being cancelled too, and none of them may start meanwhile.
+            self._lanes.withdraw_all(lane)
+            raise
         finally:
             # After the body's own completion has given its permit back (its done callback
             # runs before this coroutine resumes), so the lane's next body takes it warm.
