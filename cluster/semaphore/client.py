@@ -395,30 +395,39 @@ class ClusterSemaphore:
             return cls(scope, permits=permits, ttl_s=ttl_s)
 
     @classmethod
-    def join_run(cls, scope: str, run: str, orchestrator: Any, *, timeout: float = 60.0) -> ClusterSemaphore:
+    def join_run(
+        cls, scope: str, run: str, orchestrator: Any, *, timeout: float = 60.0, start_timeout: float = 600.0
+    ) -> ClusterSemaphore:
         """Open (or create) ``scope`` and record the run ``run`` (its orchestrator actor) as one
         of its users, so the scope's actor lives exactly as long as some run uses it.
 
         Blocking (a run's constructor is synchronous). A scope whose last run has just closed
         may still have a retired actor, which ends once the work of its last leases has
-        returned: this waits for it to end and opens a new one. Raises
-        ``SemaphoreUnavailable`` when that takes longer than ``timeout`` seconds.
+        returned: this waits for it to end and opens a new one, and raises
+        ``SemaphoreUnavailable`` when the scope is still retiring ``timeout`` seconds after
+        it was first found retiring. Starting the actor is bounded apart, by
+        ``start_timeout``: on a loaded node a new worker process can take over a minute to
+        start, and that is not a scope that keeps retiring.
         """
-        deadline = time.monotonic() + timeout
+        retiring_since: float | None = None
         while True:
             semaphore = cls.open(scope)
-            remaining = max(0.1, deadline - time.monotonic())
             try:
-                if ray.get(semaphore._handle.attach_run.remote(run, orchestrator), timeout=remaining):
+                if ray.get(semaphore._handle.attach_run.remote(run, orchestrator), timeout=start_timeout):
                     return semaphore
             except RayActorError:
                 pass  # it ended between the lookup and the call: open the scope again
             except GetTimeoutError:
-                pass  # restarting: the deadline below decides
-            if time.monotonic() > deadline:
+                raise SemaphoreUnavailable(
+                    f"semaphore {scope!r}: its actor did not answer run {run!r} within {start_timeout:g}s "
+                    "(it could not start or is unreachable); check the cluster's nodes with `ray status`"
+                ) from None
+            now = time.monotonic()
+            retiring_since = now if retiring_since is None else retiring_since
+            if now - retiring_since > timeout:
                 raise SemaphoreUnavailable(
                     f"semaphore {scope!r}: run {run!r} could not join it within {timeout:g}s "
-                    "(its actor kept retiring or was unreachable); close runs that still use it, or retry"
+                    "(its actor kept retiring); close runs that still use it, or retry"
                 )
             time.sleep(0.05)  # the retired actor ends once its last leases are released
 

@@ -352,6 +352,42 @@ async def test_destroyed_semaphore_raises_semaphore_unavailable() -> None:
         await sem.acquire(timeout=HANG_GUARD_S)
 
 
+@ray.remote(num_cpus=0)
+class _RunOwner:
+    """Stands for a run's orchestrator: the scope's actor only pings it."""
+
+    def ping(self) -> bool:
+        return True
+
+
+async def test_a_run_joining_a_new_scope_waits_for_its_actor_to_start_whatever_the_retiring_timeout() -> None:
+    # timeout=0 leaves no time for a scope that keeps retiring; a fresh scope never retires,
+    # so the start of its actor (a worker process: over a minute on a loaded node) is waited for.
+    scope, owner = f"test-{uuid.uuid4().hex[:12]}", _RunOwner.remote()
+    try:
+        joined = await asyncio.to_thread(ClusterSemaphore.join_run, scope, "run-a", owner, timeout=0)
+        lease = await joined.acquire(timeout=HANG_GUARD_S)
+        assert await joined.release(lease)
+    finally:
+        assert await ClusterSemaphore.leave_run(scope, "run-a") == "retired"
+        ray.kill(owner)
+
+
+async def test_a_semaphore_actor_that_does_not_answer_within_start_timeout_is_unavailable() -> None:
+    scope, owner = f"test-{uuid.uuid4().hex[:12]}", _RunOwner.remote()
+    try:
+        # No actor can be created and answer in no time at all.
+        with pytest.raises(SemaphoreUnavailable, match=rf"semaphore '{scope}': its actor did not answer run 'run-a' within 0s"):
+            await asyncio.to_thread(ClusterSemaphore.join_run, scope, "run-a", owner, start_timeout=0)
+        # The call that timed out may still land once the actor is up; joining again is
+        # harmless, and leaving the scope ends its actor either way.
+        joined = await asyncio.to_thread(ClusterSemaphore.join_run, scope, "run-a", owner)
+        assert (await joined.statistics()).runs == 1
+    finally:
+        assert await ClusterSemaphore.leave_run(scope, "run-a") == "retired"
+        ray.kill(owner)
+
+
 def test_opening_a_semaphore_without_ray_raises_semaphore_unavailable() -> None:
     code = (
         "from cluster.semaphore import ClusterSemaphore\n"
