@@ -160,7 +160,7 @@ async def _send(pool: SubagentPool, request: HandoffRequest, fanout: Fanout | No
             # body (its awaits are cancelled; a nested handoff cancels its subagent like this).
             ray.cancel(ref, recursive=False)
             raise
-    except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError, ray.exceptions.NodeDiedError) as exc:
+    except (ray.exceptions.RayActorError, ray.exceptions.ActorUnschedulableError, ray.exceptions.NodeDiedError) as exc:
         pool.forget(slot, actor)
         raise SubagentLost(request.skill, f"handoff {request.skill!r}: the subagent serving it was lost ({type(exc).__name__}); retry the call") from exc
     finally:

@@ -277,6 +277,12 @@ def create_replica(caller: Any, skill: str, *, name: str, num_cpus: float, node:
     ``node`` when it is alive and has room there, elsewhere otherwise."""
     if node is None:
         strategy: Any = "SPREAD"
+    elif num_cpus == 0:
+        # Ray places an actor that needs no resources on a random node unless its affinity is
+        # hard (a soft one is ignored). Needing nothing, it never waits for room; if ``node``
+        # dies, the replica cannot restart, its next call fails and the pool re-creates it on
+        # a node alive then (``forget``).
+        strategy = NodeAffinitySchedulingStrategy(node, soft=False)
     else:
         strategy = NodeAffinitySchedulingStrategy(node, soft=True, _spill_on_unavailable=True)
     return _RemoteSubagent.options(
