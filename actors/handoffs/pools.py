@@ -263,6 +263,8 @@ def _node() -> str:
 
 _RemoteSubagent = ray.remote(SubagentActor)
 
+_PLACEMENT_MEMORY_BYTES = 1
+
 
 def _nodes_for(num_cpus: float) -> list[str]:
     """The alive nodes that can hold a replica needing ``num_cpus``, in a stable order."""
@@ -277,12 +279,6 @@ def create_replica(caller: Any, skill: str, *, name: str, num_cpus: float, node:
     ``node`` when it is alive and has room there, elsewhere otherwise."""
     if node is None:
         strategy: Any = "SPREAD"
-    elif num_cpus == 0:
-        # Ray places an actor that needs no resources on a random node unless its affinity is
-        # hard (a soft one is ignored). Needing nothing, it never waits for room; if ``node``
-        # dies, the replica cannot restart, its next call fails and the pool re-creates it on
-        # a node alive then (``forget``).
-        strategy = NodeAffinitySchedulingStrategy(node, soft=False)
     else:
         strategy = NodeAffinitySchedulingStrategy(node, soft=True, _spill_on_unavailable=True)
     return _RemoteSubagent.options(
@@ -290,6 +286,10 @@ def create_replica(caller: Any, skill: str, *, name: str, num_cpus: float, node:
         namespace=SOLOIST_NAMESPACE,
         get_if_exists=True,
         num_cpus=num_cpus,
+        # Ray places an actor that needs no resources at all on a random node, ignoring a soft
+        # affinity. One byte of the (logical) memory resource every node has makes it honour
+        # the affinity, and a replica whose node is lost still restarts on another node.
+        memory=_PLACEMENT_MEMORY_BYTES,
         scheduling_strategy=strategy,
         max_restarts=-1,  # a killed replica comes back for the next call...
         max_task_retries=0,  # ...but the call it was serving fails: no silent re-execution
