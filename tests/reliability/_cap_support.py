@@ -35,11 +35,13 @@ class Intervals:
         self.pids: dict[str, int] = {}
         self.ticks = 0
         self.max_wait = 0.0
+        self.waits: list[tuple[str, float]] = []  # (tag, wait) in the order bodies started
 
     def enter(self, body: str, tag: str, pid: int, waited: float) -> None:
         self.open[body] = (time.monotonic(), tag, pid)
         self.pids[body] = pid
         self.max_wait = max(self.max_wait, waited)
+        self.waits.append((tag, waited))
 
     def tick(self, body: str) -> None:
         self.ticks += 1
@@ -70,6 +72,7 @@ class Intervals:
             "cancelled": sum(1 for c in self.closed if c[3] == "cancelled"), "by_tag": by_tag,
             "running_tags": sorted(t for _, t, _ in self.open.values()), "max_wait": self.max_wait,
             "pids": sorted({pid for _, _, pid in self.open.values()}),
+            "waits": self.waits,
         }
 
     def dump(self) -> dict[str, Any]:
