@@ -35,6 +35,7 @@ from actors.exceptions import (
 from actors.handoffs._fanout import LANE_DEPTH, Fanout
 from actors.handoffs.pools import HandoffRequest, SubagentPool, SubagentReply, pool_for
 from actors.handoffs.settings import HandoffSettings, HandoffTarget
+from cluster.semaphore import ClusterSemaphore
 
 __all__ = ["Call", "Result", "handoff", "parallel_handoff"]
 
@@ -162,6 +163,7 @@ async def _send(pool: SubagentPool, request: HandoffRequest, fanout: Fanout | No
             raise
     except (ray.exceptions.RayActorError, ray.exceptions.ActorUnschedulableError, ray.exceptions.NodeDiedError) as exc:
         pool.forget(slot, actor)
+        ClusterSemaphore.report_lost(request.scope, actor)  # its semaphore asks Ray now, not a TTL later
         raise SubagentLost(request.skill, f"handoff {request.skill!r}: the subagent serving it was lost ({type(exc).__name__}); retry the call") from exc
     finally:
         pool.returned(slot, lane)
