@@ -59,8 +59,8 @@ class SemaphoreActor:
         self._listeners: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[Outcome]]]] = {}
         # holder -> the actor that holds its guarded leases (asked when they miss renewals).
         self._owners: dict[str, Any] = {}
-        # Probes out: ref -> (holder, lease ids asked about).
-        self._probes: dict[Any, tuple[str, list[str]]] = {}
+        # Probes out: ref -> (holder, lease ids asked about, when it was sent).
+        self._probes: dict[Any, tuple[str, list[str], float]] = {}
         # Contention watches parked until "anyone waiting" changes from what they saw.
         self._watchers: list[tuple[bool, asyncio.AbstractEventLoop, asyncio.Future[bool]]] = []
         # Runs using the scope: run name -> its orchestrator actor (pinged to notice its death).
@@ -245,7 +245,7 @@ class SemaphoreActor:
                         for lease_id in lease_ids:
                             self._wake(self._table.probe_answered(lease_id, False, time.monotonic()))
                         continue
-                    self._probes[owner.holds_leases.remote(lease_ids)] = (holder, lease_ids)
+                    self._probes[owner.holds_leases.remote(lease_ids)] = (holder, lease_ids, time.monotonic())
                 retired_and_empty = self._retired and self._table.held == 0
             if retired_and_empty:
                 self._end_self()
@@ -269,12 +269,16 @@ class SemaphoreActor:
             return
         ready, _ = ray.wait(list(self._probes), num_returns=len(self._probes), timeout=0)
         for ref in ready:
-            holder, lease_ids = self._probes.pop(ref)
+            holder, lease_ids, sent = self._probes.pop(ref)
             answers: list[bool | None]
             try:
                 answers = list(ray.get(ref))
             except ActorUnavailableError:
                 answers = [None] * len(lease_ids)  # restarting or unreachable: ask again
+                if time.monotonic() - sent >= self._sweep_interval:
+                    # It took Ray a while to say so (a probe sent to the process that had just
+                    # died): ask the restarted one at once, not an interval later.
+                    self._kick.set()
             except RayActorError:
                 answers = [False] * len(lease_ids)  # Ray's verdict: the holder died
             with self._lock:
