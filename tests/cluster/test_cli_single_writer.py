@@ -36,25 +36,27 @@ ALL_DONE = {"coordinator:planner": 1, "coordinator:worker": 1, "coordinator:revi
 HANG_GUARD = 600  # seconds: only a hang reaches it (a new embedded Ray is slow on a loaded machine)
 
 
-def _env() -> dict[str, str]:
-    """A user's shell: no Ray address, and no token mode switched on by this test's own Ray."""
+def _env(*, user_shell: bool = True) -> dict[str, str]:
+    """A user's shell: no Ray address, and no token mode switched on by this test's own Ray
+    (``user_shell=False`` keeps the token mode this test's Ray set, to join it by address)."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0", "COLUMNS": "400"}
-    for name in ("RAY_ADDRESS", "RAY_AUTH_MODE"):
+    for name in ("RAY_ADDRESS", "RAY_AUTH_MODE") if user_shell else ("RAY_ADDRESS",):
         env.pop(name, None)
     return env
 
 
-def _soloist(*args: str) -> subprocess.CompletedProcess[str]:
+def _soloist(*args: str, user_shell: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "cluster.cli", *args], capture_output=True, text=True,
-                          timeout=HANG_GUARD, env=_env(), cwd=REPO)
+                          timeout=HANG_GUARD, env=_env(user_shell=user_shell), cwd=REPO)
 
 
-def _start_driver(address: str, store: Path, name: str, log: Path, mode: str, go: Path, tmp: Path
-                  ) -> tuple[subprocess.Popen[str], str, int, list[str], Path]:
+def _start_driver(address: str, store: Path, name: str, log: Path, mode: str, go: Path, tmp: Path,
+                  *, user_shell: bool = True) -> tuple[subprocess.Popen[str], str, int, list[str], Path]:
     errors = tmp / f"{name}.driver.stderr"
     with errors.open("w") as stderr:
         proc = subprocess.Popen([sys.executable, str(DRIVER), address, str(store), name, str(log), mode, str(go)],
-                                stdout=subprocess.PIPE, stderr=stderr, text=True, env=_env(), cwd=REPO)
+                                stdout=subprocess.PIPE, stderr=stderr, text=True, env=_env(user_shell=user_shell),
+                                cwd=REPO)
     assert proc.stdout is not None
     line = proc.stdout.readline().split()  # blocks until the run waits (or the driver died)
     assert line and line[0] == "WAITING", f"the driver did not reach the waiting state: {line}; stderr:\n{errors.read_text()[-3000:]}"
@@ -86,21 +88,24 @@ def _journal(store: Path, name: str) -> list[int]:
 
 def test_history_approve_and_fork_leave_a_run_that_another_process_drives_running(tmp_path: Path) -> None:
     store, log, go, name = tmp_path / "runs.sqlite", tmp_path / "ledger.log", tmp_path / "go", "live-elsewhere"
-    address = ray.get_runtime_context().gcs_address
-    proc, _, actor_pid, ids, errors = _start_driver(address, store, name, log, "answer", go, tmp_path)
+    address = ray.get_runtime_context().gcs_address  # every process here joins this test's Ray
+    proc, _, actor_pid, ids, errors = _start_driver(address, store, name, log, "answer", go, tmp_path, user_shell=False)
     try:
         assert counts(log) == BEFORE_THE_INTERRUPT and len(ids) == 2
         waiting_at = _journal(store, name)[-1]
 
-        history = _soloist("history", name, "--store", str(store), "--address", address, "--json")
+        history = _soloist("history", name, "--store", str(store), "--address", address, "--json", user_shell=False)
         assert history.returncode == 0, history.stderr[-3000:]
         assert [json.loads(line)["version"] for line in history.stdout.splitlines() if line.strip()] == \
             list(range(1, waiting_at + 1))
+        assert name in Orchestrator.list_live(), "soloist history stopped the run"
 
-        approved = _soloist("approve", name, ids[0], "--store", str(store), "--address", address)
+        approved = _soloist("approve", name, ids[0], "--store", str(store), "--address", address, user_shell=False)
         assert approved.returncode == 0 and f"approved {ids[0]}" in approved.stdout, approved.stderr[-3000:]
+        assert name in Orchestrator.list_live(), "soloist approve stopped the run"
 
-        forked = _soloist("fork", name, "--at", "1", "--name", f"{name}-fork", "--store", str(store), "--address", address)
+        forked = _soloist("fork", name, "--at", "1", "--name", f"{name}-fork", "--store", str(store), "--address", address,
+                          user_shell=False)
         assert forked.returncode == 0, forked.stderr[-3000:]
 
         # The run is still the same live actor, never restarted, one answer further.
@@ -133,7 +138,7 @@ def test_two_overlapping_approves_of_one_interrupt_write_one_answer_and_refuse_t
     ids = asyncio.run(waiting_run())
     before = _journal(store, name)[-1]
     # Two `soloist approve` processes, each on its own embedded Ray (as two people would run
-    # them), released together once both are connected.
+    # them), each with the run opened as the command opens it, released together.
     procs = [subprocess.Popen([sys.executable, str(APPROVER), str(go), name, ids[0], "--store", str(store)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO)
              for _ in range(2)]
