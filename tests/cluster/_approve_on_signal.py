@@ -17,14 +17,14 @@ from pathlib import Path
 from actors import Orchestrator
 from cluster import connect
 from cluster.cli import main
-from cluster.storage import RunLockedElsewhere
+from cluster.storage import StoreError
 
 if __name__ == "__main__":
     go, args = Path(sys.argv[1]), sys.argv[2:]
     connect(code_from_cwd=False)  # what `soloist approve` does first; connect() is idempotent after
     try:
         opened = Orchestrator.attach(args[0], store=args[args.index("--store") + 1])
-    except RunLockedElsewhere as exc:  # the other process opened it first: its command decides
+    except StoreError as exc:  # RunLockedElsewhere: the other process opened it first; its command decides
         print(f"not opened here: {exc}", file=sys.stderr, flush=True)
     print("READY", flush=True)
     while not go.exists():

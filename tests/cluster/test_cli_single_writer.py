@@ -144,8 +144,10 @@ def test_two_overlapping_approves_of_one_interrupt_write_one_answer_and_refuse_t
              for _ in range(2)]
     for proc in procs:
         assert proc.stdout is not None
-        ready = proc.stdout.readline()
-        assert ready.strip() == "READY", (ready, proc.stderr.read() if proc.stderr else "")
+        lines = [proc.stdout.readline()]
+        while lines[-1] and lines[-1].strip() != "READY":  # Ray's own log lines come first
+            lines.append(proc.stdout.readline())
+        assert lines[-1].strip() == "READY", (lines, proc.stderr.read() if proc.stderr else "")
     go.touch()
     results = []
     for proc in procs:
