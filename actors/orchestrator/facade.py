@@ -41,6 +41,7 @@ from actors.orchestrator._launch import (
     start_actor,
     stored_token,
     translate_creation_error,
+    writer_elsewhere,
 )
 from actors.orchestrator._recovery import stored_run_spec
 from actors.orchestrator.changes import Change
@@ -262,7 +263,13 @@ class Orchestrator(Generic[S]):
         self = cls.__new__(cls)
         self._init_handle(handle, name, spec.token, caller=spec.caller, state_type=type(spec.initial),
                           max_parallel=spec.max_parallel, semaphore_scope=spec.semaphore_scope, durable=True)
-        self._wait_ready()
+        try:
+            self._wait_ready()
+        except RuntimeError:
+            elsewhere = writer_elsewhere(store_spec, name)  # another process writes the run: say which
+            if elsewhere is not None:
+                raise elsewhere from None
+            raise
         self._track_agents()
         return self
 

@@ -471,6 +471,15 @@ class SqliteStore:
             return
         self._claims[run] = claim(self._file, run, holder, timeout=timeout)
 
+    def check_writer(self, run: str) -> None:
+        """Raise ``RunLockedElsewhere`` naming the holder when another process (or another
+        store object) holds the run's claim; return when nobody does (nothing is kept)."""
+        if run in self._claims:
+            return
+        fd = lock_briefly(self._file, run)
+        if fd is not None:
+            unlock(fd)
+
     def release_writer(self, run: str) -> None:
         """Stop being the run's writer (idempotent); other processes may then claim it."""
         claimed = self._claims.pop(run, None)
