@@ -41,6 +41,7 @@ from actors.orchestrator._launch import (
     start_actor,
     stored_token,
     translate_creation_error,
+    writer_elsewhere,
 )
 from actors.orchestrator._recovery import stored_run_spec
 from actors.orchestrator.changes import Change
@@ -185,6 +186,9 @@ class Orchestrator(Generic[S]):
         self._semaphore_scope = semaphore_scope
         self._durable = durable
         self._closed = False
+        # Whether close() stops the actor: True for the handle that started it (and copies of
+        # that handle); False for a handle that attached to a run some other process drives.
+        self._stops_actor = True
         # Whether this handle has joined the run's semaphore scope (at its first handoff).
         self._semaphore_joined = False
         self._join_lock = threading.Lock()
@@ -203,6 +207,13 @@ class Orchestrator(Generic[S]):
 
         With ``store`` the handle may write (whoever can open the run's store owns it); a
         live run attached without it (and without ``token``) gives a read-only handle.
+
+        A handle to a live run only borrows it: its ``close()`` releases the handle and leaves
+        the run and its actor to whoever drives them. A handle that restarted the run from
+        ``store`` started its actor, and its ``close()`` stops it. A run has one writer: when
+        another process (on another Ray cluster) has the run open, restarting it here is
+        refused with ``cluster.storage.RunLockedElsewhere``, whose message names that
+        process and its cluster's address (connect there to reach the live run).
         """
         if not isinstance(name, str) or not name.strip():
             raise ValueError(f"attach() needs the run's name, got {name!r}")
@@ -240,6 +251,7 @@ class Orchestrator(Generic[S]):
         self = cls.__new__(cls)
         self._init_handle(handle, name, token, caller=info["caller"], state_type=info["state_type"],
                           max_parallel=info["max_parallel"], semaphore_scope=info["semaphore_scope"], durable=True)
+        self._stops_actor = False  # borrowed: the run belongs to the process that drives it
         self._track_agents()
         return self
 
@@ -251,7 +263,13 @@ class Orchestrator(Generic[S]):
         self = cls.__new__(cls)
         self._init_handle(handle, name, spec.token, caller=spec.caller, state_type=type(spec.initial),
                           max_parallel=spec.max_parallel, semaphore_scope=spec.semaphore_scope, durable=True)
-        self._wait_ready()
+        try:
+            self._wait_ready()
+        except RuntimeError:
+            elsewhere = writer_elsewhere(store_spec, name)  # another process writes the run: say which
+            if elsewhere is not None:
+                raise elsewhere from None
+            raise
         self._track_agents()
         return self
 
@@ -524,8 +542,17 @@ class Orchestrator(Generic[S]):
         self._tracer = tracer
 
     async def close(self) -> None:
-        """Stop the actor. A durable run can be attached again later with its store."""
+        """Stop the actor. A durable run can be attached again later with its store.
+
+        A handle that ``attach`` gave for a run that was already live only releases itself:
+        the run goes on untouched (reading or answering a run never ends someone else's run).
+        """
         if self._closed:
+            return
+        if not self._stops_actor:
+            # Pool tracking is keyed by run, not by handle: the run's actor still lives (and an
+            # owner's handle in this process may still use the same entry), so it stays.
+            self._closed = True
             return
         self._require_owner("close()")
         self._closed = True
