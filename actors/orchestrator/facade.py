@@ -44,7 +44,7 @@ from actors.orchestrator._launch import (
 )
 from actors.orchestrator._recovery import stored_run_spec
 from actors.orchestrator.changes import Change
-from actors.interrupts import Interrupt, answer_batch, read_record
+from actors.agents.managed import AgentConfig, AgentKind, Lifecycle
 from actors.orchestrator.spec import DEFAULT_KEEP_VERSIONS, DURABILITY_MODES, OrchestratorStatistics, RunSpec
 from cluster.connect import ensure_connected
 from cluster.semaphore import ClusterSemaphore
@@ -412,7 +412,7 @@ class Orchestrator(Generic[S]):
         self._require_owner("apply_batch()")
         return await self._call(OrchestratorActor.apply_batch, self._token, _request_id(request_id), transitions, expected_version)
 
-    # ------------------------------------------------- history, forks, interrupts
+    # ------------------------------------------------------- history, forks
 
     async def history(self, since: int = 0, until: int | None = None) -> list[Change]:
         """Committed changes with ``since < version <= until`` (None: up to the last one), from
@@ -453,40 +453,25 @@ class Orchestrator(Generic[S]):
             _metadata={"forked_from": self._name, "forked_at": at_version},
         )
 
-    async def interrupts(self) -> list[Interrupt]:
-        """The open interrupts of the run (oldest first); [] when nothing waits for an answer."""
-        _, state = await self.versioned_snapshot()
-        record = read_record(state)
-        return record.open_interrupts() if record is not None else []
+    # ------------------------------------------------------- run bookkeeping
+    # The declared surface the run layer (``actors.run.Run``) reports through: facts kept in
+    # the run's store entry and its managed-agent records, not run state (no version moves).
 
-    async def answer(self, interrupt_id: str, *, approve: bool, reason: str | None = None) -> int:
-        """Answer one open interrupt; return the version that records the answer.
-
-        Approving a held turn applies its transitions in that version; rejecting tool calls
-        closes them with an error result carrying ``reason``. The run moves on when it is
-        resumed (``Run.resume``, ``soloist run --resume``). An interrupt that is not open here
-        (unknown, another run's, already answered) raises ``InterruptNotOpen`` (a subclass
-        says which) and nothing is written.
-        """
-        if not isinstance(interrupt_id, str) or not interrupt_id:
-            raise TypeError(f"answer() takes the interrupt's id (a string), got {interrupt_id!r}")
-        if not isinstance(approve, bool):
-            raise TypeError(f"answer(approve=...) takes True or False, got {approve!r}")
-        if reason is not None and not isinstance(reason, str):
-            raise TypeError(f"answer(reason=...) takes a string or None, got {type(reason).__name__}")
-        self._require_owner("answer()")
-        while True:
-            version, state = await self.versioned_snapshot()
-            batch = answer_batch(self._name, read_record(state), interrupt_id, approve, reason, version + 1)
-            try:
-                return await self.apply_batch(batch, expected_version=version)
-            except VersionConflict:
-                continue  # a write landed in between: check the interrupt again on the new state
-
-    async def _mark_run(self, **facts: Any) -> None:
-        """Runtime bookkeeping (runs): facts kept in the run's store entry (status for gc)."""
-        self._require_owner("_mark_run()")
+    async def mark_run(self, status: str, *, finished: bool = False) -> None:
+        """Record the run's ``status`` in its store entry, with the time as ``finished_at``
+        (``finished``: ``soloist gc`` reads it) or ``updated_at``. Owner's handle only."""
+        self._require_owner("mark_run()")
+        facts: dict[str, Any] = {"status": status, ("finished_at" if finished else "updated_at"): time.time()}
         await self._call(OrchestratorActor.mark_run, self._token, facts)
+
+    async def agent_created(self, agent_id: str, kind: AgentKind, config: AgentConfig, handle: Any) -> None:
+        """An actor of the run (a coordinator, a subagent) was (re-)created: its record goes
+        ``initializing`` then ``idle``, with how to re-create it after a restart."""
+        await self._call(OrchestratorActor.agent_created, agent_id, kind, config, handle)
+
+    async def agent_changed(self, agent_id: str, lifecycle: Lifecycle, last_error: str | None = None) -> None:
+        """An agent of the run changed lifecycle (``IllegalLifecycleTransition`` if it may not)."""
+        await self._call(OrchestratorActor.agent_changed, agent_id, lifecycle, last_error)
 
     # -------------------------------------------------------- managed agents
 
@@ -542,14 +527,6 @@ class Orchestrator(Generic[S]):
         once, or when the work of its last held leases has returned)."""
         outcome = await ClusterSemaphore.leave_run(self._semaphore_scope, self._name)
         self._logger.debug("left semaphore %s: %s", self._semaphore_scope, outcome or "already gone")
-
-    async def _agent_created(self, agent_id: str, kind: str, config: Any, handle: Any) -> None:
-        """Runtime bookkeeping (run loops): an actor of the run was (re-)created."""
-        await self._call(OrchestratorActor.agent_created, agent_id, kind, config, handle)
-
-    async def _agent_changed(self, agent_id: str, lifecycle: str, last_error: str | None = None) -> None:
-        """Runtime bookkeeping (run loops): an agent of the run changed lifecycle."""
-        await self._call(OrchestratorActor.agent_changed, agent_id, lifecycle, last_error)
 
     # ------------------------------------------------------------- internals
 
