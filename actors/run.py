@@ -386,18 +386,23 @@ class Run:
             await parallel_handoff(self._orch, calls, dict, on_result=commit)
         finally:
             self._in_flight = 0
-        while True:  # every result is in: the next turn is due
+        while True:  # every result is in: the next turn is due (the last result's commit said so)
             ctx = await self._orch.context()
-            done = _record(ctx).model_copy(update={"phase": "turn"})
-            version = await self._commit((), done, ctx.version)
+            done = _record(ctx)
+            if done.phase == "turn":
+                version = ctx.version
+                break
+            version = await self._commit((), done.model_copy(update={"phase": "turn"}), ctx.version)
             if version is not None:
+                done = done.model_copy(update={"phase": "turn"})
                 break
         await self._emit("handoffs", done, version, coordinator="handoffs")
 
     async def _commit_result(self, call_id: str, result: Result[dict[str, Any]]) -> None:
         """Commit one handed-off call's result with the record's counters, the moment it
-        returns: once committed, no resume runs the call again. A conflict (another result,
-        an answer) re-reads the record and commits again on top of it."""
+        returns: once committed, no resume runs the call again. The last result of the batch
+        also moves the run to its next turn (in the same version). A conflict (another
+        result, an answer) re-reads the record and commits again on top of it."""
         batch = TransitionBatch()
         if result.error is None:
             batch.tool_result(call_id, result.output)
@@ -410,8 +415,10 @@ class Run:
                              extra={"component": "run", "orchestrator": self._orch.name})
                 return
             record = _record(ctx)
+            others = set(ctx.pending_tool_calls) - {call_id} - record.held_call_ids()
             counted = record.model_copy(update={"handoffs": record.handoffs + 1,
-                                                "handoff_errors": record.handoff_errors + int(result.error is not None)})
+                                                "handoff_errors": record.handoff_errors + int(result.error is not None),
+                                                "phase": record.phase if others else "turn"})
             if await self._commit(batch, counted, ctx.version) is not None:
                 return
 
