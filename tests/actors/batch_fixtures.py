@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from actors import SkillRegistry
 from coordinators import ContextSnapshot, CoordinatorResult, TransitionBatch
-from tests._waits import wait_for_file
+from tests._waits import HANG_GUARD_S, wait_for_file
 
 FAST = ("fast-1", "fast-2")
 SLOW = ("slow-1", "slow-2")
@@ -53,7 +53,7 @@ def ledger_skills() -> SkillRegistry:
     def ledgered(inp: LedgerIn) -> LedgerOut:
         append_line(inp.ledger, inp.call)
         if inp.release:
-            wait_for_file(Path(inp.release))
+            wait_for_file(Path(inp.release), timeout=4 * HANG_GUARD_S)  # outlasts every wait of the test
         return LedgerOut(call=inp.call)
 
     return skills
