@@ -46,8 +46,10 @@ EXPORTS: dict[str, dict[str, list[str]]] = {
             "ALLOWED_TRANSITIONS", "new_agent", "transition", "from_stored_record", "create_coordinator_actor",
             "coordinator_config"],
         "the run API for user-written coordinators: runs, typed events and outcomes, approvals, nested coordinators": [
-            "Run", "RunEvent", "RunOutcome", "Interrupt", "ApprovalRequest", "ask_approval", "merge_results",
+            "Run", "RunConfig", "RunEvent", "RunOutcome", "Interrupt", "ApprovalRequest", "ask_approval", "merge_results",
             "MergedCoordinator"],
+        "approvals are run-layer functions, one path for Run, `soloist approve` and the runs page": [
+            "open_interrupts", "answer_interrupt"],
         "the run record a Run keeps in its state (status, open interrupts, each turn's reasoning and confidence), "
         "for reading history and stored states": ["RunRecord", "TurnNote", "RUN_RECORD_KEY", "read_record"],
         "tracing switches": ["tracing_available", "tracing_enabled", "set_tracing_enabled", "current_carrier"],

@@ -38,7 +38,7 @@ from actors.orchestrator._history import read_history, retention_floor, state_at
 from actors.orchestrator._json_clean import clean_json
 from actors.orchestrator._recovery import journal_entry, restore_or_create
 from actors.orchestrator.changes import Change, ChangeKind
-from actors.orchestrator.spec import OrchestratorStatistics, RunSpec
+from actors.orchestrator.spec import OrchestratorStatistics, RunDescription, RunSpec
 from cluster.connect import actor_was_restarted, cluster_address, node_id
 from cluster.storage import RunLockedElsewhere
 from coordinators import AgentState, ContextSnapshot, StateTransition, reduce, shared_records
@@ -189,18 +189,10 @@ class OrchestratorActor:
             store, name = self._store, self._name
             await self._run_io(lambda: store.update_run_metadata(name, facts))
 
-    async def describe(self) -> dict[str, Any]:
+    async def describe(self) -> RunDescription:
         """What another handle needs to work with this run (never the token)."""
-        return {
-            "name": self._name,
-            "max_parallel": self._max_parallel_requested,
-            "semaphore_scope": self._spec.semaphore_scope,
-            "caller": self._spec.caller,
-            "state_type": type(self._committed[1]),
-            "checkpoint_every": self._spec.checkpoint_every,
-            "keep_versions": self._spec.keep_versions,
-            "keep_days": self._spec.keep_days,
-        }
+        return self._spec.described().model_copy(update={"name": self._name, "max_parallel": self._max_parallel_requested,
+                                                         "state_type": type(self._committed[1])})
 
     async def statistics(self) -> OrchestratorStatistics:
         return OrchestratorStatistics(

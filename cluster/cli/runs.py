@@ -23,7 +23,7 @@ from typing import Any
 
 from rich.console import Console
 
-from actors import Change, HistoryCompacted, InterruptNotOpen, Orchestrator
+from actors import Change, HistoryCompacted, InterruptNotOpen, Orchestrator, answer_interrupt, open_interrupts
 from cluster.cli.explore import resume_run
 from cluster.cli.report import LiveProgress, render_report
 from cluster.connect import connect
@@ -168,18 +168,18 @@ def _cmd_approve(args: argparse.Namespace, out: Console, err: Console) -> int:
             return _refused("approve", exc, err)
         try:
             if args.interrupt is None:
-                open_ = await orch.interrupts()
+                open_ = await open_interrupts(orch)
                 for i in open_:
                     out.print(f"{i.id}\t{i.kind}\t{i.coordinator}\t{json.dumps(i.question)}", soft_wrap=True)
                 if not open_:
                     out.print(f"run {args.run} has no open interrupts")
                 return EXIT_OK
             try:
-                version = await orch.answer(args.interrupt, approve=not args.reject, reason=args.reason)
+                version = await answer_interrupt(orch, args.interrupt, approve=not args.reject, reason=args.reason)
             except InterruptNotOpen as exc:
                 err.print(f"[red]soloist approve: {exc}[/]")
                 return EXIT_FAILED
-            left = await orch.interrupts()
+            left = await open_interrupts(orch)
             verb = "rejected" if args.reject else "approved"
             out.print(f"{verb} {args.interrupt} (version {version}); {len(left)} interrupt(s) still open")
             if not left:
