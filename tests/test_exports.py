@@ -112,10 +112,26 @@ OWN_LISTS = ("cluster.storage", "actors.builtin", "coordinators.builtin")
 #: Public import paths: the package roots above, plus these (their ``__all__`` is their surface).
 PUBLIC_MODULES = set(EXPORTS) | set(OWN_LISTS)
 
+#: White-box unit tests that must reach inside one module, each with its reason (both scans skip them).
+WHITE_BOX: dict[str, str] = {
+    "tests/cluster/test_metrics.py": "swaps the process's metrics recorder for one without its push thread, to read "
+                                     "what recording keeps locally before any flush",
+}
+
+#: Private facade methods that tests still call because they are being replaced by public
+#: ones in another change (issue 27: the agent registry of the Orchestrator facade). Each
+#: entry must still occur somewhere (see the test below): delete it with its last use.
+BEING_REPLACED: dict[str, str] = {
+    "_agent_created": "Orchestrator's agent registry write, replaced by a public method in the facade rework",
+    "_agent_changed": "Orchestrator's agent lifecycle write, replaced by a public method in the facade rework",
+}
+
 #: Modules only the ``soloist`` command (``cluster/cli``) may import besides the public paths,
 #: each with the reason it is not public.
 CLI_ONLY: dict[str, str] = {
     "cluster.local_cluster": "the record of the Ray head `soloist up` started; only `up`, `down` and `run` read it",
+    "coordinators.builtin.model": "the model-backed coordinators of `soloist run --llm`; it builds on the "
+                                  "coordinators.builtin root, so the root cannot re-export it without a cycle",
 }
 
 @pytest.mark.parametrize("package", sorted(EXPORTS))
@@ -130,7 +146,7 @@ def test_all_is_exactly_the_listed_public_names(package):
 def test_all_lists_exactly_the_public_names_the_package_defines(package):
     module = importlib.import_module(package)
     public = {name for name, value in vars(module).items()
-              if not name.startswith("_") and not isinstance(value, __future__._Feature)}
+              if not name.startswith("_") and not isinstance(value, type(__future__.annotations))}
     submodules = {name for name, value in vars(module).items() if type(value).__name__ == "module"}
     assert set(module.__all__) == public - submodules
     assert len(module.__all__) == len(set(module.__all__))
@@ -175,7 +191,7 @@ def _private_import_problems(path: Path, *, also: frozenset[str] = frozenset()) 
     return problems
 
 
-def _private_attribute_problems(path: Path) -> list[str]:
+def _private_attribute_problems(path: Path, *, allow_nothing: bool = False) -> list[str]:
     """Every ``x._name`` where ``x`` is not ``self``/``cls`` (dunders such as ``__ray_call__``
     are allowed): reaching into an object's internals instead of its public API."""
     rel = path.relative_to(ROOT).as_posix()
@@ -187,12 +203,16 @@ def _private_attribute_problems(path: Path) -> list[str]:
             continue
         if isinstance(node.value, ast.Name) and node.value.id in {"self", "cls"}:
             continue
+        if node.attr in BEING_REPLACED and not allow_nothing:
+            continue
         problems.append(f"{rel}:{node.lineno} reads {ast.unparse(node.value)}.{node.attr}")
     return problems
 
 
 def _sources(*folders: str) -> list[Path]:
-    return [path for folder in folders for path in sorted((ROOT / folder).rglob("*.py"))]
+    """The Python files under ``folders``, but the white-box tests."""
+    return [path for folder in folders for path in sorted((ROOT / folder).rglob("*.py"))
+            if path.relative_to(ROOT).as_posix() not in WHITE_BOX]
 
 
 def test_tests_benchmarks_and_examples_import_only_public_names():
@@ -221,7 +241,9 @@ def test_the_scans_catch_a_private_import_and_a_private_attribute(tmp_path, monk
                       "await orch._agent_created('a')\n")
     problems = _private_import_problems(sample)
     assert len(problems) == 2 and "actors.orchestrator._actor" in problems[0] and "_telemetry" in problems[1]
-    assert _private_attribute_problems(sample) == ["sample.py:3 reads orch._actor", "sample.py:5 reads orch._agent_created"]
+    assert _private_attribute_problems(sample) == ["sample.py:3 reads orch._actor"]  # _agent_created: BEING_REPLACED
+    assert sorted(_private_attribute_problems(sample, allow_nothing=True)) == [
+        "sample.py:3 reads orch._actor", "sample.py:5 reads orch._agent_created"]
     assert _private_import_problems(sample, also=frozenset({"actors"})) == []
 
 
@@ -230,3 +252,16 @@ def test_every_command_line_only_module_is_imported_by_the_command_line(module):
     # A stale entry would allow an import nobody makes any more.
     importers = [path for path in _sources("cluster/cli") if any(m == module for _, m, _ in _soloist_imports(path))]
     assert importers, f"{module} is in CLI_ONLY but nothing in cluster/cli imports it: remove the entry"
+
+
+@pytest.mark.parametrize("path", sorted(WHITE_BOX))
+def test_every_white_box_exception_still_reaches_inside(path):
+    # A white-box file that no longer touches anything private must leave the list (and be scanned).
+    assert _private_attribute_problems(ROOT / path) or _private_import_problems(ROOT / path), f"{path}: remove it from WHITE_BOX"
+
+
+@pytest.mark.parametrize("name", sorted(BEING_REPLACED))
+def test_every_method_being_replaced_is_still_called(name):
+    uses = [p for path in _sources("tests", "benchmarks", "examples")
+            for p in _private_attribute_problems(path, allow_nothing=True) if p.endswith(f".{name}")]
+    assert uses, f"nothing calls {name} any more: remove it from BEING_REPLACED"

@@ -19,7 +19,7 @@ from typing import Any
 import ray
 from rich.console import Console
 
-from actors.callers.llm import LlmConfig, LlmConfigError
+from actors import LlmConfig, LlmConfigError
 from cluster.cli.bench import add_bench_command
 from cluster.cli.json_stdout import stdout_reserved
 from cluster.local_cluster import joinable, local_cluster, record_path, start_local_cluster, stop_local_cluster
@@ -28,8 +28,7 @@ from cluster.cli.report import LiveProgress, render_report
 from cluster.cli.runs import add_run_commands, report_waiting, resume_command
 from cluster.cli.status import collect_status, render_status
 from cluster.cli.ui import add_ui_command, start_run_page
-from cluster.connect import connect
-from cluster.logs import configure_logging
+from cluster import configure_logging, connect
 from cluster.metrics import serve_metrics
 
 __all__ = ["main", "build_parser"]

@@ -21,7 +21,7 @@ from rich.console import Console
 from actors import HistoryCompacted, InterruptNotOpen, Orchestrator
 from cluster.cli.explore import resume_run
 from cluster.cli.report import LiveProgress, render_report
-from cluster.connect import connect
+from cluster import connect
 from cluster.storage import SqliteStore, parse_age, remove_finished_runs
 
 __all__ = ["add_run_commands", "resume_command", "EXIT_WAITING"]

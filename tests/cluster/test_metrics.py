@@ -49,14 +49,9 @@ def scrape(url: str) -> str:
         return response.read().decode()
 
 
-def scrape_until(url: str, ready: Callable[[Samples], bool], timeout: float = HANG_GUARD_S) -> Samples:
+async def scrape_until(url: str, ready: Callable[[Samples], bool], what: str) -> Samples:
     """Scrape until ``ready`` holds: other processes push their deltas on their own timer."""
-    deadline = time.monotonic() + timeout
-    while True:
-        samples = parse(scrape(url))
-        if ready(samples) or time.monotonic() > deadline:
-            return samples
-        time.sleep(0.2)
+    return await eventually(lambda: asyncio.to_thread(lambda: parse(scrape(url))), ready, what)
 
 
 # ------------------------------------------------------------------ no Ray needed
@@ -198,7 +193,7 @@ async def test_a_parallel_batch_shows_up_on_the_endpoint_with_the_counts_that_ra
     def ready(s: Samples) -> bool:
         return total(s, "soloist_subagent_calls_total", orchestrator=name) == 8
 
-    samples = scrape_until(server.url, ready)
+    samples = await scrape_until(server.url, ready, "the batch's handoffs on the endpoint")
     o = {"orchestrator": name}
     assert value(samples, "soloist_handoff_total", skill="add", outcome="ok", **o) == 6
     assert value(samples, "soloist_handoff_total", skill="fail", outcome="error", **o) == 2
@@ -224,7 +219,8 @@ async def test_failed_writes_are_counted_by_outcome_and_leave_the_version_alone(
             await orch.apply(lambda s: 1 / 0)
     finally:
         await orch.close()
-    samples = scrape_until(server.url, lambda s: total(s, "soloist_apply_total", orchestrator=name) == 2)
+    samples = await scrape_until(server.url, lambda s: total(s, "soloist_apply_total", orchestrator=name) == 2,
+                                 "both failed writes on the endpoint")
     assert value(samples, "soloist_apply_total", orchestrator=name, outcome="ok") == 1
     assert value(samples, "soloist_apply_total", orchestrator=name, outcome="error") == 1
     assert value(samples, "soloist_state_version", orchestrator=name) == 1
