@@ -246,6 +246,20 @@ def _cmd_down(args: argparse.Namespace, out: Console, err: Console) -> int:
     return EXIT_OK
 
 
+#: Width of tables and panels when the output is not a terminal (a pipe, a file, CI logs) and
+#: COLUMNS does not say otherwise: wide enough that rows do not wrap at rich's default of 80.
+_PIPE_WIDTH = 200
+
+
+def _console(*, stderr: bool = False) -> Console:
+    """The console of one stream: a terminal is wrapped at its width; a pipe or file gets whole
+    lines (a command printed for copying stays on one line) and tables up to ``_PIPE_WIDTH``."""
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty():
+        return Console(stderr=stderr, )
+    return Console(stderr=stderr, soft_wrap=True, width=None if os.environ.get("COLUMNS") else _PIPE_WIDTH)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``soloist`` command; returns the exit code."""
     parser = build_parser()
@@ -254,8 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
         return int(exc.code or 0)
     configure_logging(args.log_format, args.log_level)
-    out = Console(soft_wrap=False)
-    err = Console(stderr=True)
+    out, err = _console(), _console(stderr=True)
     try:
         return args.handler(args, out, err)
     except KeyboardInterrupt:

@@ -56,6 +56,20 @@ def fixture_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+def test_output_through_a_pipe_keeps_a_long_line_whole(tmp_path: Path):
+    # Through a pipe and without COLUMNS, rich would wrap at 80 columns and split a path or a
+    # command someone copies from the output across lines.
+    missing = tmp_path / ("a-long-directory-name-" * 6) / "runs.sqlite"
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(REPO_ROOT)}
+    for name in ("COLUMNS", "LINES", "RAY_ADDRESS"):
+        env.pop(name, None)
+    result = subprocess.run([*SOLOIST, "status", "--store", str(missing)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, timeout=300, env=env, cwd=tmp_path)
+    expected = f"soloist status: no store at {str(missing)!r}"
+    assert len(expected) > 200 and result.returncode == 2
+    assert expected in [line.rstrip() for line in result.stderr.splitlines()], result.stderr
+
+
 def test_help_reads_well_and_exits_zero():
     result = _soloist("--help")
     assert result.returncode == 0
