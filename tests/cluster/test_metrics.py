@@ -6,7 +6,6 @@ import asyncio
 import os
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -18,7 +17,7 @@ from pydantic import BaseModel
 from actors import Call, Orchestrator, SkillRegistry, handoff, parallel_handoff
 from cluster.metrics import registry as metrics
 from cluster.metrics import Aggregate, MetricsDelta
-from tests._waits import HANG_GUARD_S
+from tests._waits import eventually
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
