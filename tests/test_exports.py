@@ -88,8 +88,7 @@ EXPORTS: dict[str, dict[str, list[str]]] = {
     },
     "cluster.cli": {
         "the `soloist` command and the library calls behind its subcommands": [
-            "main", "build_parser", "explore", "code_skill_registry", "collect_status", "render_table",
-            "write_outputs"],
+            "main", "build_parser", "explore", "code_skill_registry", "collect_status"],
         "stdout kept for one JSON document (`--json`), Ray's output moved to stderr": ["stdout_reserved"],
     },
     "cluster.cli.ui": {

@@ -20,7 +20,7 @@ import ray
 from rich.console import Console
 
 from actors import LlmConfig, LlmConfigError
-from cluster.cli.bench import add_bench_command
+from cluster.cli.bench import add_bench_command, run_bench
 from cluster.cli.json_stdout import stdout_reserved
 from cluster.local_cluster import joinable, local_cluster, record_path, start_local_cluster, stop_local_cluster
 from cluster.cli.explore import explore
@@ -262,9 +262,12 @@ def _console(*, stderr: bool = False) -> Console:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``soloist`` command; returns the exit code."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["bench"]:  # every option of `bench` belongs to `python -m benchmarks`
+        return run_bench(arguments[1:], _console(stderr=True))
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(arguments)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
         return int(exc.code or 0)
     configure_logging(args.log_format, args.log_level)
