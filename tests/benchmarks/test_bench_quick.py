@@ -153,7 +153,7 @@ def test_the_markdown_holds_the_header_and_one_row_per_figure(report: BenchRepor
 
 
 def test_bench_compare_prints_each_ratio_and_its_change(report: BenchReport, tmp_path: Path,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+                                                         capfd: pytest.CaptureFixture[str]) -> None:
     first = report.figures()[0]
     doubled = first.model_copy(update={"values": [v * 2 for v in first.values]})
     measures = [m.model_copy(update={"figures": [doubled if f is first else f for f in m.figures]}) for m in report.measures]
@@ -161,11 +161,11 @@ def test_bench_compare_prints_each_ratio_and_its_change(report: BenchReport, tmp
     (tmp_path / "a.json").write_text(report.model_dump_json())
     (tmp_path / "b.json").write_text(after.model_dump_json())
     assert main(["bench", "--compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 0
-    out = capsys.readouterr().out
+    out = capfd.readouterr().out
     assert first.name in out and "2.00x" in out and "1.00x" in out
 
 
-def test_bench_compare_rejects_a_file_that_is_not_a_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bench_compare_rejects_a_file_that_is_not_a_report(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "a.json").write_text("{}")
     assert main(["bench", "--compare", str(tmp_path / "a.json"), str(tmp_path / "a.json")]) == 2
-    assert "not a report" in " ".join(capsys.readouterr().err.split())
+    assert "not a report" in " ".join(capfd.readouterr().err.split())
