@@ -26,7 +26,7 @@ from rich.console import Console
 from actors import Change, HistoryCompacted, InterruptNotOpen, Orchestrator, answer_interrupt, open_interrupts
 from cluster.cli.explore import resume_run
 from cluster.cli.report import LiveProgress, render_report
-from cluster.connect import connect
+from cluster import connect
 from cluster.storage import JournalEntry, RunLockedElsewhere, SqliteStore, parse_age, remove_finished_runs
 from coordinators import StateTransition
 

@@ -303,7 +303,7 @@ class _Heartbeat:
 
 # (actor name, actor id) -> the heartbeat of this process for that actor, in the
 # per-process registry (see ``cluster.process``).
-_HEARTBEATS: Table[tuple[str, str], _Heartbeat] = process_registry().table("semaphore.heartbeats")
+_HEARTBEATS: Table[tuple[str, str], _Heartbeat] = process_registry().semaphore_heartbeats
 
 
 def _heartbeat_for(name: str, actor_id: str, handle: Any, ttl_s: float) -> _Heartbeat:

@@ -59,8 +59,7 @@ async def _agent_events(orch: Orchestrator, count: int, since: int = 0) -> list[
 
 
 async def _kill_worker(orch: Orchestrator) -> None:
-    pid = await orch._actor.__ray_call__.remote(lambda self: os.getpid())
-    os.kill(pid, signal.SIGKILL)
+    os.kill((await orch.statistics()).pid, signal.SIGKILL)
 
 
 async def test_agent_state_events_follow_store_writes_in_change_order(tmp_path: Path) -> None:
@@ -178,14 +177,14 @@ async def test_after_a_crash_agents_are_recreated_lazily_once_from_their_records
         assert (await orch.statistics()).restarted
         listener = asyncio.ensure_future(_agent_events(orch, 2, since=after_restart))
         first, second = await asyncio.gather(orch.agent_handle("coordinator:f"), orch.agent_handle("coordinator:f"))
-        assert first._actor_id == second._actor_id  # two concurrent first uses, one actor
+        assert first == second  # two concurrent first uses, one actor
         assert [e["lifecycle"] for e in await listener] == ["initializing", "idle"]
         (live,) = await orch.agents()
         assert live["live"] is True and live["restarts"] == 1
         ctx = await orch.context()
         result = await first.process.remote(ctx, "hello")
         assert isinstance(result, CoordinatorResult)
-        assert (await orch.agent_handle("coordinator:f"))._actor_id == first._actor_id  # no third creation
+        assert await orch.agent_handle("coordinator:f") == first  # no third creation
         with pytest.raises(AgentNotFound, match="no agent 'coordinator:nope'"):
             await orch.agent_handle("coordinator:nope")
     finally:
