@@ -119,14 +119,6 @@ WHITE_BOX: dict[str, str] = {
                                      "what recording keeps locally before any flush",
 }
 
-#: Private facade methods that tests still call because they are being replaced by public
-#: ones in another change (issue 27: the agent registry of the Orchestrator facade). Each
-#: entry must still occur somewhere (see the test below): delete it with its last use.
-BEING_REPLACED: dict[str, str] = {
-    "_agent_created": "Orchestrator's agent registry write, replaced by a public method in the facade rework",
-    "_agent_changed": "Orchestrator's agent lifecycle write, replaced by a public method in the facade rework",
-}
-
 #: Modules only the ``soloist`` command (``cluster/cli``) may import besides the public paths,
 #: each with the reason it is not public.
 CLI_ONLY: dict[str, str] = {
@@ -192,7 +184,11 @@ def _private_import_problems(path: Path, *, also: frozenset[str] = frozenset()) 
     return problems
 
 
-def _private_attribute_problems(path: Path, *, allow_nothing: bool = False) -> list[str]:
+# Standard-library functions whose documented names start with an underscore.
+_PUBLIC_STDLIB = {("os", "_exit")}
+
+
+def _private_attribute_problems(path: Path) -> list[str]:
     """Every ``x._name`` where ``x`` is not ``self``/``cls`` (dunders such as ``__ray_call__``
     are allowed): reaching into an object's internals instead of its public API."""
     rel = path.relative_to(ROOT).as_posix()
@@ -204,7 +200,7 @@ def _private_attribute_problems(path: Path, *, allow_nothing: bool = False) -> l
             continue
         if isinstance(node.value, ast.Name) and node.value.id in {"self", "cls"}:
             continue
-        if node.attr in BEING_REPLACED and not allow_nothing:
+        if isinstance(node.value, ast.Name) and (node.value.id, node.attr) in _PUBLIC_STDLIB:
             continue
         problems.append(f"{rel}:{node.lineno} reads {ast.unparse(node.value)}.{node.attr}")
     return problems
@@ -242,8 +238,7 @@ def test_the_scans_catch_a_private_import_and_a_private_attribute(tmp_path, monk
                       "await orch._agent_created('a')\n")
     problems = _private_import_problems(sample)
     assert len(problems) == 2 and "actors.orchestrator._actor" in problems[0] and "_telemetry" in problems[1]
-    assert _private_attribute_problems(sample) == ["sample.py:3 reads orch._actor"]  # _agent_created: BEING_REPLACED
-    assert sorted(_private_attribute_problems(sample, allow_nothing=True)) == [
+    assert sorted(_private_attribute_problems(sample)) == [
         "sample.py:3 reads orch._actor", "sample.py:5 reads orch._agent_created"]
     assert _private_import_problems(sample, also=frozenset({"actors"})) == []
 
@@ -260,9 +255,3 @@ def test_every_white_box_exception_still_reaches_inside(path):
     # A white-box file that no longer touches anything private must leave the list (and be scanned).
     assert _private_attribute_problems(ROOT / path) or _private_import_problems(ROOT / path), f"{path}: remove it from WHITE_BOX"
 
-
-@pytest.mark.parametrize("name", sorted(BEING_REPLACED))
-def test_every_method_being_replaced_is_still_called(name):
-    uses = [p for path in _sources("tests", "benchmarks", "examples")
-            for p in _private_attribute_problems(path, allow_nothing=True) if p.endswith(f".{name}")]
-    assert uses, f"nothing calls {name} any more: remove it from BEING_REPLACED"
