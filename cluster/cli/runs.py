@@ -27,8 +27,7 @@ from actors import Change, HistoryCompacted, InterruptNotOpen, Orchestrator, ans
 from cluster.cli.explore import resume_run
 from cluster.cli.report import LiveProgress, render_report
 from cluster import connect
-from cluster.storage import JournalEntry, RunLockedElsewhere, SqliteStore, parse_age, remove_finished_runs
-from coordinators import StateTransition
+from cluster.storage import RunLockedElsewhere, SqliteStore, parse_age, remove_finished_runs
 
 __all__ = ["add_run_commands", "resume_command", "EXIT_WAITING"]
 
@@ -134,18 +133,10 @@ def _stored_history(path: str, name: str, since: int, until: int | None) -> list
         oldest = store.oldest_version(name)
         if since < oldest:
             raise HistoryCompacted(name, since, oldest)
-        return [_change(entry) for entry in store.entries(name, since, until)]
+        return [Change.of_entry(entry) for entry in store.entries(name, since, until)]
     finally:
         store.close()
 
-
-def _change(entry: JournalEntry) -> Change:
-    if entry.kind == "batch":
-        transitions = tuple(StateTransition.model_validate(t) for t in entry.payload)
-        return Change(seq=0, version=entry.version, kind="batch", transitions=transitions, at=entry.created_at,
-                      request_id=entry.request_id)
-    return Change(seq=0, version=entry.version, kind="fn", at=entry.created_at, request_id=entry.request_id,
-                  diff=entry.payload)
 
 
 def _live_here(name: str) -> bool:
