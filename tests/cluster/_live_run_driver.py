@@ -24,7 +24,7 @@ import cloudpickle
 
 async def main(address: str, store: str, name: str, log: str, mode: str, go: str = "") -> None:
     import tests.actors.run_fixtures as fixtures
-    from actors import Orchestrator, Run
+    from actors import Orchestrator, Run, answer_interrupt, open_interrupts
     from cluster import connect
     from coordinators import AgentState
 
@@ -38,8 +38,8 @@ async def main(address: str, store: str, name: str, log: str, mode: str, go: str
     if mode == "answer":
         while not Path(go).exists():  # the test's signal: its commands are done
             await asyncio.sleep(0.05)
-        for interrupt in await orch.interrupts():
-            await orch.answer(interrupt.id, approve=True)
+        for interrupt in await open_interrupts(orch):
+            await answer_interrupt(orch, interrupt.id, approve=True)
         outcome = await run.resume()
     else:
         started = time.monotonic()

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import ray
 
-from actors import Orchestrator, Run
+from actors import Orchestrator, Run, answer_interrupt, open_interrupts
 from cluster.storage import SqliteStore
 from coordinators import AgentState
 from tests._waits import eventually
@@ -163,9 +163,9 @@ def test_two_overlapping_approves_of_one_interrupt_write_one_answer_and_refuse_t
     async def finish() -> None:
         orch = Orchestrator.attach(name, store=str(store))
         try:
-            open_ = [i.id for i in await orch.interrupts()]
+            open_ = [i.id for i in await open_interrupts(orch)]
             assert open_ == ids[1:]
-            await orch.answer(ids[1], approve=True)
+            await answer_interrupt(orch, ids[1], approve=True)
             outcome = await Run(orch, three(str(log)), first="planner", fallback="reviewer").resume()
             assert outcome.status == "complete", outcome.reason
         finally:
