@@ -34,6 +34,7 @@ from .exceptions import (
 )
 from .gc import FINISHED_STATUSES, GcReport, finished_runs, parse_age, remove_finished_runs
 from .memory import MemoryStore
+from ._replay import replay
 from .sqlite import SCHEMA_VERSION, SqliteStore
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "apply_diff",
     "diff_states",
     "open_store",
+    "replay",
 ]
 
 
