@@ -32,7 +32,7 @@ from .exceptions import (
     StoreWriteFailed,
     VersionCompacted,
 )
-from .gc import FINISHED_STATUSES, GcReport, finished_runs, parse_age, remove_finished_runs
+from .gc import FINISHED_STATUSES, FinalStatus, GcReport, finished_runs, parse_age, remove_finished_runs
 from .memory import MemoryStore
 from ._replay import replay
 from .sqlite import SCHEMA_VERSION, SqliteStore
@@ -61,6 +61,7 @@ __all__ = [
     "StoreWriteFailed",
     "VersionCompacted",
     "FINISHED_STATUSES",
+    "FinalStatus",
     "GcReport",
     "finished_runs",
     "parse_age",
