@@ -37,6 +37,8 @@ EXPORTS: dict[str, dict[str, list[str]]] = {
             "OrchestratorStatistics", "actor_name"],
         "what a handoff reads of its run, and the pools/permits behind it (inspected by tests and benchmarks)": [
             "HandoffSettings", "HandoffTarget", "pool_for", "PoolStatistics", "WarmPermits"],
+        "the one cap rule (requested -> effective), so a display of a run's cap (the runs page) computes it as "
+        "the run does": ["effective_max_parallel"],
         "the pooled-caller protocol and the callers soloist ships": [
             "PooledCaller", "DiscoversTools", "Interruptible", "DEFAULT_POOL", "CompositeCaller", "OrchestratorCaller", "McpServer",
             "McpTool", "McpToolCaller", "close_mcp_sessions", "LlmCaller", "LlmConfig", "ChatInput", "ChatOutput",

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from actors._pickling import pickled, unpickled
 from actors.agents.registry import load_agent_records
+from actors.handoffs.settings import DEFAULT_MAX_PARALLEL
 from actors.orchestrator.changes import Change, ChangeKind
 from actors.orchestrator.spec import DEFAULT_KEEP_VERSIONS, RunSpec
 from cluster.connect import actor_was_restarted
@@ -156,7 +157,7 @@ def stored_run_spec(store_spec: Any, name: str, durability: str) -> RunSpec:
             initial=initial,
             store=store_spec,
             durability=durability,  # type: ignore[arg-type]
-            max_parallel=int(meta.get("max_parallel", 4)),
+            max_parallel=int(meta.get("max_parallel", DEFAULT_MAX_PARALLEL)),
             caller=_unpickled(meta["caller"], "caller", store.path),
             semaphore_scope=str(meta.get("semaphore_scope") or f"orch:{name}"),
             checkpoint_every=int(meta.get("checkpoint_every", 1_000)),
