@@ -153,6 +153,16 @@ def test_both_parallel_caps_are_four():
     assert DEFAULT_MAX_PARALLEL == HARD_MAX_PARALLEL == 4
 
 
+def test_the_parallel_ceiling_is_the_semaphores_and_one_rule_turns_a_request_into_a_cap():
+    from actors import DEFAULT_MAX_PARALLEL, HARD_MAX_PARALLEL, effective_max_parallel
+    from cluster.semaphore import HARD_MAX_PERMITS
+
+    assert HARD_MAX_PARALLEL == HARD_MAX_PERMITS
+    requested = [-3, 0, 1, 3, HARD_MAX_PERMITS, HARD_MAX_PERMITS + 1, 100]
+    assert [effective_max_parallel(n) for n in requested] == [DEFAULT_MAX_PARALLEL, DEFAULT_MAX_PARALLEL, 1, 3,
+                                                              HARD_MAX_PERMITS, HARD_MAX_PERMITS, HARD_MAX_PERMITS]
+
+
 def _soloist_imports(path: Path) -> list[tuple[int, str, str | None]]:
     """``(line, module, name)`` of every import of a soloist package in ``path`` (name None: ``import m``)."""
     found: list[tuple[int, str, str | None]] = []
