@@ -49,8 +49,8 @@ RUN_CONFIG_KEY = "soloist.run.config"
 _REQUESTS_KEY = "soloist.approval"
 
 #: ``running``: a driver is (or was, until it died) moving the run on; ``waiting``: stopped
-#: on interrupts (open ones, or answered ones not yet resumed); the rest are final.
-#: (``FinalStatus``: the storage layer's list, which ``soloist gc`` reads from the run's metadata.)
+#: on interrupts (open ones, or answered ones not yet resumed); the rest are final
+#: (``FinalStatus``, the storage layer's one list: ``soloist gc`` reads it from the run's metadata).
 RunStatus = Literal["running", "waiting", FinalStatus]
 #: ``turn``: the next coordinator turn is due; ``vet``: pending calls await the vetting
 #: coordinator; ``calls``: pending calls are vetted and due to be handed off.

@@ -1,8 +1,8 @@
 """Removing finished runs from a store (``soloist gc``).
 
 A run is *finished* when its driver recorded a final ``status`` in the run's metadata
-(one of :data:`FinalStatus`) together with ``finished_at`` (a Unix time). Runs without a status (plain orchestrators) and runs that
-wait for approval are never removed.
+(one of :data:`FinalStatus`) together with ``finished_at`` (a Unix time). Runs without a
+status (plain orchestrators) and runs that wait for approval are never removed.
 """
 
 from __future__ import annotations
