@@ -87,7 +87,7 @@ from actors.exceptions import (
 from actors.handoffs._permits import WarmPermits
 from actors.handoffs.api import Call, Result, handoff, parallel_handoff
 from actors.handoffs.pools import PoolStatistics, pool_for
-from actors.handoffs.settings import HandoffSettings, HandoffTarget
+from actors.handoffs.settings import HandoffSettings, HandoffTarget, effective_max_parallel
 from actors.orchestrator.changes import Change
 from actors.orchestrator.facade import (
     DEFAULT_MAX_PARALLEL,
@@ -117,7 +117,7 @@ __all__ = [
     # orchestrator
     "OrchestratorStatistics", "actor_name",
     # handoffs
-    "HandoffSettings", "HandoffTarget", "pool_for", "PoolStatistics", "WarmPermits",
+    "HandoffSettings", "HandoffTarget", "pool_for", "PoolStatistics", "WarmPermits", "effective_max_parallel",
     # callers
     "PooledCaller", "DiscoversTools", "Interruptible", "DEFAULT_POOL", "CompositeCaller", "OrchestratorCaller",
     "McpServer", "McpTool", "McpToolCaller", "close_mcp_sessions",

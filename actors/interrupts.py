@@ -14,11 +14,12 @@ refused answer raises before anything is written.
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeGuard, get_args
+from typing import Any, Literal, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from actors.exceptions import InterruptAlreadyAnswered, InterruptNotFound, RunStepError
+from cluster.storage import FINISHED_STATUSES, FinalStatus
 from coordinators import CoordinatorResult, StateTransition, TransitionBatch, TransitionType, thaw
 
 __all__ = [
@@ -31,8 +32,6 @@ __all__ = [
     "RunPhase",
     "RunRecord",
     "RunStatus",
-    "FinalStatus",
-    "FINAL_STATUSES",
     "is_final",
     "TurnNote",
     "MAX_TRAIL",
@@ -50,10 +49,9 @@ RUN_CONFIG_KEY = "soloist.run.config"
 _REQUESTS_KEY = "soloist.approval"
 
 #: ``running``: a driver is (or was, until it died) moving the run on; ``waiting``: stopped
-#: on interrupts (open ones, or answered ones not yet resumed); the rest are final.
-FinalStatus = Literal["complete", "stopped", "max_turns", "cancelled", "failed"]
+#: on interrupts (open ones, or answered ones not yet resumed); the rest are final
+#: (``FinalStatus``, the storage layer's one list: ``soloist gc`` reads it from the run's metadata).
 RunStatus = Literal["running", "waiting", FinalStatus]
-FINAL_STATUSES: frozenset[str] = frozenset(get_args(FinalStatus))
 #: ``turn``: the next coordinator turn is due; ``vet``: pending calls await the vetting
 #: coordinator; ``calls``: pending calls are vetted and due to be handed off.
 RunPhase = Literal["turn", "vet", "calls"]
@@ -176,7 +174,7 @@ class RunRecord(BaseModel):
 
 def is_final(status: RunStatus) -> TypeGuard[FinalStatus]:
     """Whether a run with this status is over (its coordinators are closed for good)."""
-    return status in FINAL_STATUSES
+    return status in FINISHED_STATUSES
 
 
 def read_record(state_or_context: Any) -> RunRecord | None:

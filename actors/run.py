@@ -35,7 +35,6 @@ from actors.interrupts import (
     RUN_CONFIG_KEY,
     RUN_RECORD_KEY,
     ApprovalRequest,
-    FinalStatus,
     Interrupt,
     RunPhase,
     RunRecord,
@@ -49,6 +48,7 @@ from actors.orchestrator.facade import Orchestrator
 from actors.run_config import LowConfidence, RunConfig
 from actors.run_events import OutcomeStatus, RunEvent, RunEventKind, RunOutcome
 from actors.agents.coordinator_host import coordinator_config, create_coordinator_actor
+from cluster.storage import FinalStatus
 from coordinators import (ContextSnapshot, Coordinator, CoordinatorResult, StateTransition, TransitionBatch, TransitionType,
                           thaw)
 

@@ -6,7 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from actors.interrupts import FinalStatus, Interrupt
+from actors.interrupts import Interrupt
+from cluster.storage import FinalStatus
 
 __all__ = ["RunEvent", "RunEventKind", "RunOutcome", "OutcomeStatus"]
 

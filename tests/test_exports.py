@@ -37,6 +37,8 @@ EXPORTS: dict[str, dict[str, list[str]]] = {
             "OrchestratorStatistics", "actor_name"],
         "what a handoff reads of its run, and the pools/permits behind it (inspected by tests and benchmarks)": [
             "HandoffSettings", "HandoffTarget", "pool_for", "PoolStatistics", "WarmPermits"],
+        "the one cap rule (requested -> effective), so a display of a run's cap (the runs page) computes it as "
+        "the run does": ["effective_max_parallel"],
         "the pooled-caller protocol and the callers soloist ships": [
             "PooledCaller", "DiscoversTools", "Interruptible", "DEFAULT_POOL", "CompositeCaller", "OrchestratorCaller", "McpServer",
             "McpTool", "McpToolCaller", "close_mcp_sessions", "LlmCaller", "LlmConfig", "ChatInput", "ChatOutput",
@@ -149,6 +151,16 @@ def test_both_parallel_caps_are_four():
     from actors import DEFAULT_MAX_PARALLEL, HARD_MAX_PARALLEL
 
     assert DEFAULT_MAX_PARALLEL == HARD_MAX_PARALLEL == 4
+
+
+def test_the_parallel_ceiling_is_the_semaphores_and_one_rule_turns_a_request_into_a_cap():
+    from actors import DEFAULT_MAX_PARALLEL, HARD_MAX_PARALLEL, effective_max_parallel
+    from cluster.semaphore import HARD_MAX_PERMITS
+
+    assert HARD_MAX_PARALLEL == HARD_MAX_PERMITS
+    requested = [-3, 0, 1, 3, HARD_MAX_PERMITS, HARD_MAX_PERMITS + 1, 100]
+    assert [effective_max_parallel(n) for n in requested] == [DEFAULT_MAX_PARALLEL, DEFAULT_MAX_PARALLEL, 1, 3,
+                                                              HARD_MAX_PERMITS, HARD_MAX_PERMITS, HARD_MAX_PERMITS]
 
 
 def _soloist_imports(path: Path) -> list[tuple[int, str, str | None]]:

@@ -11,6 +11,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from cluster.semaphore import HARD_MAX_PERMITS
+
 __all__ = ["HandoffSettings", "HandoffTarget", "DEFAULT_MAX_PARALLEL", "HARD_MAX_PARALLEL", "effective_max_parallel"]
 
 #: The parallel-handoff cap when none is set (or a value <= 0 is set).
@@ -18,11 +20,14 @@ DEFAULT_MAX_PARALLEL = 4
 #: The ceiling ``set_max_parallel`` cannot exceed; larger values are clamped with a warning.
 #: Handoffs start LLM calls and tool invocations that are individually expensive, so
 #: unbounded fan-out is not a safe default for a runtime that composes third-party APIs.
-HARD_MAX_PARALLEL = 4
+#: It is the semaphore's own ceiling (the same object): a run's cap is its scope's permits.
+HARD_MAX_PARALLEL = HARD_MAX_PERMITS
 
 
 def effective_max_parallel(requested: int) -> int:
-    """``<= 0`` -> the default; above the hard ceiling -> the ceiling."""
+    """The cap a run really uses for a requested one: ``<= 0`` -> the default; above the
+    hard ceiling -> the ceiling. The one rule: the facade, ``HandoffSettings`` and the runs
+    page all compute a cap with it."""
     if requested <= 0:
         return DEFAULT_MAX_PARALLEL
     return min(requested, HARD_MAX_PARALLEL)

@@ -15,19 +15,21 @@ from pydantic import BaseModel
 
 from actors._pickling import pickled, unpickled
 from actors.agents.registry import load_agent_records
+from actors.handoffs.settings import DEFAULT_MAX_PARALLEL
 from actors.orchestrator.changes import Change, ChangeKind
 from actors.orchestrator.spec import DEFAULT_KEEP_VERSIONS, RunSpec
 from cluster.connect import actor_was_restarted
 from cluster.storage import (
+    Checkpoint,
     JournalEntry,
-    JournalGap,
     RunInfo,
     Store,
     StoreCorrupted,
+    diff_states,
     open_store,
 )
-from cluster.storage.diff import apply_diff, diff_states
-from coordinators import StateTransition, reduce
+from cluster.storage import replay as replay_journal
+from coordinators import StateTransition
 
 __all__ = ["Replayed", "journal_entry", "replay", "replay_from", "restore_or_create", "stored_run_spec"]
 
@@ -112,60 +114,27 @@ def replay(store: Store, run: str, state_type: type[BaseModel]) -> Replayed:
     """The run's last committed version and state: its latest checkpoint plus every later
     journal entry. A gap, a damaged row or a state that does not validate raises the store's
     error naming the file and the entry; nothing is ever skipped.
-
-    ``fn`` entries (JSON diffs) are applied to the JSON document of the previous state, kept
-    from one entry to the next (every diff was taken between the JSON of two validated
-    states, so this is that state's dump without dumping it again); each result is still
-    validated, so a bad entry is named where it is.
     """
     checkpoint, entries = store.load(run)
     return replay_from(store, run, state_type, checkpoint, entries)
 
 
 def replay_from(
-    store: Store, run: str, state_type: type[BaseModel], checkpoint: Any, entries: list[JournalEntry]
+    store: Store, run: str, state_type: type[BaseModel], checkpoint: Checkpoint, entries: list[JournalEntry]
 ) -> Replayed:
-    """Replay ``entries`` on ``checkpoint``: the state at the last entry's version."""
-    state = _validated(state_type, checkpoint.state, store, f"checkpoint at version {checkpoint.version}")
-    doc: Any = checkpoint.state  # the JSON document of ``state``; None after a batch entry (dumped when needed)
-    version = checkpoint.version
-    for entry in entries:
-        if entry.version != version + 1:
-            raise JournalGap(path=store.path, run=run, missing=version + 1, detail=f"the journal jumps to {entry.version}")
-        if entry.kind == "batch":
-            try:
-                transitions = tuple(StateTransition.model_validate(t) for t in entry.payload)
-                state = reduce(state, transitions)
-            except Exception as exc:
-                raise StoreCorrupted(
-                    path=store.path, problem=f"journal entry {entry.version} of run {run!r} does not replay: {exc}"
-                ) from exc
-            doc = None
-        else:
-            try:
-                doc = apply_diff(doc if doc is not None else state.model_dump(mode="json"), entry.payload)
-            except Exception as exc:  # a damaged diff: name the entry, never guess
-                raise StoreCorrupted(
-                    path=store.path, problem=f"journal entry {entry.version} of run {run!r} does not apply: {exc}"
-                ) from exc
-            state = _validated(state_type, doc, store, f"journal entry {entry.version}")
-        version = entry.version
+    """Replay ``entries`` on ``checkpoint`` (the storage layer's ``replay``): the state at the
+    last entry's version, with the newest request ids and changes the actor keeps."""
+    state = replay_journal(checkpoint, entries, state_type, run=run, path=store.path)
+    version = entries[-1].version if entries else checkpoint.version
     tail = entries[-max(_KEEP_CHANGES, _KEEP_REQUESTS):]
     requests = [(e.request_id, e.version) for e in tail[-_KEEP_REQUESTS:]]
-    changes = [
+    changes = [  # as the live actor publishes them: no request id, no diff (``history`` adds those)
         Change(seq=0, version=e.version, kind=e.kind,
                transitions=tuple(StateTransition.model_validate(t) for t in e.payload) if e.kind == "batch" else None,
                at=e.created_at)
         for e in tail[-_KEEP_CHANGES:]
     ]
     return Replayed(version, state, requests, changes, checkpoint.version)
-
-
-def _validated(state_type: type[BaseModel], doc: Any, store: Store, what: str) -> BaseModel:
-    try:
-        return state_type.model_validate(doc)
-    except Exception as exc:
-        raise StoreCorrupted(path=store.path, problem=f"the {what} does not validate as {state_type.__name__}: {exc}") from exc
 
 
 def stored_run_spec(store_spec: Any, name: str, durability: str) -> RunSpec:
@@ -188,7 +157,7 @@ def stored_run_spec(store_spec: Any, name: str, durability: str) -> RunSpec:
             initial=initial,
             store=store_spec,
             durability=durability,  # type: ignore[arg-type]
-            max_parallel=int(meta.get("max_parallel", 4)),
+            max_parallel=int(meta.get("max_parallel", DEFAULT_MAX_PARALLEL)),
             caller=_unpickled(meta["caller"], "caller", store.path),
             semaphore_scope=str(meta.get("semaphore_scope") or f"orch:{name}"),
             checkpoint_every=int(meta.get("checkpoint_every", 1_000)),

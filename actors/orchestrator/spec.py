@@ -7,6 +7,7 @@ from typing import Any, get_args
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
 from actors.callers.protocol import ToolCaller
+from actors.handoffs.settings import DEFAULT_MAX_PARALLEL
 from cluster.storage import Durability, Store, open_store
 
 __all__ = ["RunSpec", "RunDescription", "OrchestratorStatistics", "DURABILITY_MODES", "DEFAULT_KEEP_VERSIONS"]
@@ -31,7 +32,7 @@ class RunSpec(BaseModel):
     store: SkipValidation[str | Store | None] = None
     """A path (str) or a store object, or None for memory only."""
     durability: Durability = "sync"
-    max_parallel: int = 4
+    max_parallel: int = DEFAULT_MAX_PARALLEL
     caller: SkipValidation[ToolCaller | None] = None
     semaphore_scope: str
     checkpoint_every: int = 1_000

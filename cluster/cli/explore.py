@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from actors import Orchestrator, Run, RunEvent, RunOutcome, SkillRegistry
+from actors import DEFAULT_MAX_PARALLEL, Orchestrator, Run, RunEvent, RunOutcome, SkillRegistry
 from actors.builtin import CODE_SKILLS
 from actors import CompositeCaller, LlmCaller
 from coordinators import AgentState, TransitionBatch
@@ -56,7 +56,7 @@ async def explore(
     store: str | None = None,
     durability: str = "sync",
     max_turns: int = 40,
-    max_parallel: int = 4,
+    max_parallel: int = DEFAULT_MAX_PARALLEL,
     on_event: Callable[[RunEvent], None] | None = None,
     on_start: Callable[[Orchestrator[Any]], None] | None = None,
     llm: Any = None,

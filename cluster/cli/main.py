@@ -19,7 +19,7 @@ from typing import Any
 import ray
 from rich.console import Console
 
-from actors import LlmConfig, LlmConfigError
+from actors import DEFAULT_MAX_PARALLEL, HARD_MAX_PARALLEL, LlmConfig, LlmConfigError
 from cluster.cli.bench import add_bench_command, run_bench
 from cluster.cli.json_stdout import stdout_reserved
 from cluster.local_cluster import joinable, local_cluster, record_path, start_local_cluster, stop_local_cluster
@@ -83,7 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--durability", choices=("sync", "batch", "exit"), default="sync", help="journal mode with --store (default: sync)")
     run.add_argument("--name", default=None, help="name the run (to attach to it or find it in `soloist status`)")
     run.add_argument("--max-turns", type=_positive_int, default=None, help="stop after this many coordinator turns (default: 40)")
-    run.add_argument("--max-parallel", type=int, default=4, help="handoffs in flight (<= 0 means 4; above 4 is clamped to 4)")
+    run.add_argument("--max-parallel", type=int, default=DEFAULT_MAX_PARALLEL,
+                     help=f"handoffs in flight (<= 0 means {DEFAULT_MAX_PARALLEL}; above {HARD_MAX_PARALLEL} is clamped "
+                          f"to {HARD_MAX_PARALLEL})")
     run.add_argument("--json", action="store_true", help="print the outcome as JSON on stdout instead of the report")
     run.add_argument("--ui", action="store_true", help="serve the run's web page from this process and print its URL")
     run.add_argument("--metrics-port", type=_port, default=None, metavar="PORT", help="serve Prometheus metrics on http://0.0.0.0:PORT/metrics")

@@ -19,7 +19,7 @@ import asyncio
 import datetime
 import json
 import os
-from typing import Any
+from typing import Any, get_args
 
 from rich.console import Console
 
@@ -27,7 +27,7 @@ from actors import Change, HistoryCompacted, InterruptNotOpen, Orchestrator, ans
 from cluster.cli.explore import resume_run
 from cluster.cli.report import LiveProgress, render_report
 from cluster import connect
-from cluster.storage import RunLockedElsewhere, SqliteStore, parse_age, remove_finished_runs
+from cluster.storage import FinalStatus, RunLockedElsewhere, SqliteStore, parse_age, remove_finished_runs
 
 __all__ = ["add_run_commands", "resume_command", "EXIT_WAITING"]
 
@@ -89,7 +89,7 @@ def add_run_commands(sub: Any, add_connection_args: Any) -> None:
 
     gc = sub.add_parser(
         "gc", help="remove finished runs from a store",
-        description="Delete every run of the store that finished (complete, stopped, max_turns, cancelled, failed) "
+        description=f"Delete every run of the store that finished ({', '.join(get_args(FinalStatus))}) "
         "more than --older-than ago. Runs that wait for approval, and runs never driven by a Run, are kept.",
     )
     gc.add_argument("--store", required=True, metavar="PATH", help="the store (SQLite file)")

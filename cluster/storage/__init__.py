@@ -32,8 +32,9 @@ from .exceptions import (
     StoreWriteFailed,
     VersionCompacted,
 )
-from .gc import FINISHED_STATUSES, GcReport, finished_runs, parse_age, remove_finished_runs
+from .gc import FINISHED_STATUSES, FinalStatus, GcReport, finished_runs, parse_age, remove_finished_runs
 from .memory import MemoryStore
+from ._replay import replay
 from .sqlite import SCHEMA_VERSION, SqliteStore
 
 __all__ = [
@@ -60,6 +61,7 @@ __all__ = [
     "StoreWriteFailed",
     "VersionCompacted",
     "FINISHED_STATUSES",
+    "FinalStatus",
     "GcReport",
     "finished_runs",
     "parse_age",
@@ -67,6 +69,7 @@ __all__ = [
     "apply_diff",
     "diff_states",
     "open_store",
+    "replay",
 ]
 
 

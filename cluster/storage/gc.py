@@ -1,9 +1,8 @@
 """Removing finished runs from a store (``soloist gc``).
 
 A run is *finished* when its driver recorded a final ``status`` in the run's metadata
-(``complete``, ``stopped``, ``max_turns``, ``cancelled``, ``failed``) together with
-``finished_at`` (a Unix time). Runs without a status (plain orchestrators) and runs that
-wait for approval are never removed.
+(one of :data:`FinalStatus`) together with ``finished_at`` (a Unix time). Runs without a
+status (plain orchestrators) and runs that wait for approval are never removed.
 """
 
 from __future__ import annotations
@@ -11,6 +10,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict
 
@@ -19,9 +19,12 @@ from .exceptions import RunLockedElsewhere
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FINISHED_STATUSES", "GcReport", "finished_runs", "parse_age", "remove_finished_runs"]
+__all__ = ["FinalStatus", "FINISHED_STATUSES", "GcReport", "finished_runs", "parse_age", "remove_finished_runs"]
 
-FINISHED_STATUSES: frozenset[str] = frozenset({"complete", "stopped", "max_turns", "cancelled", "failed"})
+FinalStatus = Literal["complete", "stopped", "max_turns", "cancelled"]
+"""The final statuses a run's driver (``actors.Run``) records: the one list, also the run
+record's (``RunStatus`` is ``running``, ``waiting`` or one of these)."""
+FINISHED_STATUSES: frozenset[str] = frozenset(get_args(FinalStatus))
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0, "w": 604_800.0}
 
 

@@ -8,7 +8,8 @@ import pytest
 from pydantic import BaseModel
 
 from actors import HistoryCompacted, Orchestrator
-from coordinators import AgentState, TransitionBatch
+from cluster.storage import SqliteStore, replay
+from coordinators import AgentState, Message, TransitionBatch
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 
@@ -110,3 +111,42 @@ async def test_history_of_a_run_without_a_store_comes_from_memory() -> None:
             await orch.fork("too-old-memory", at_version=1)
     finally:
         await orch.close()
+
+
+async def test_the_storage_replay_rebuilds_what_the_orchestrator_committed_at_every_version(tmp_path: Path) -> None:
+    # One replay of the journal: the storage layer's ``replay`` (used by the runs page) on a
+    # checkpoint and the entries after it gives, at every version, the state the orchestrator
+    # committed, its ``state_at`` and a fork at that version, for batches and diffs alike.
+    path = str(tmp_path / "r.sqlite")
+    orch = Orchestrator(AgentState(), name="replayed", store=path, checkpoint_every=3)
+    committed = {0: AgentState().model_dump_json()}
+    try:
+        for n in range(1, 11):
+            if n % 2:
+                version = await orch.apply_batch(TransitionBatch().update_state(f"k{n}", n).add_message(Message(role="user", content=f"m{n}")))
+            else:
+                version = await orch.apply(lambda s, n=n: s.conversation_state.update({f"f{n}": [n, {"x": n}]}))
+            committed[version] = (await orch.snapshot()).model_dump_json()
+        assert sorted(committed) == list(range(11))
+        from_orchestrator = {v: (await orch.state_at(v)).model_dump_json() for v in committed}
+        fork = await orch.fork("replayed-fork", at_version=7)
+        try:
+            forked_at_7 = (await fork.snapshot()).model_dump_json()
+        finally:
+            await fork.close()
+    finally:
+        await orch.close()
+    assert from_orchestrator == committed and forked_at_7 == committed[7]
+
+    store = SqliteStore(path)
+    try:
+        starts = set()
+        for version, expected in committed.items():
+            checkpoint, entries = store.load_at("replayed", version)
+            starts.add(checkpoint.version)
+            assert replay(checkpoint, entries, AgentState, run="replayed", path=path).model_dump_json() == expected
+        checkpoint, entries = store.load("replayed")
+        assert replay(checkpoint, entries, AgentState, run="replayed", path=path).model_dump_json() == committed[10]
+    finally:
+        store.close()
+    assert len(starts) > 1  # replays began at later checkpoints too, not only at version 0

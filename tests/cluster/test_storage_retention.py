@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import get_args
 from pathlib import Path
 
 import pytest
 
+from actors import RunOutcome, RunRecord
 from cluster.storage import (
+    FINISHED_STATUSES,
+    FinalStatus,
     JournalEntry,
     MemoryStore,
     RunInfo,
@@ -114,6 +118,14 @@ def test_gc_removes_only_runs_finished_long_enough_ago(store: Store) -> None:
     assert report.removed == ("old-done",)
     assert sorted(report.kept) == ["new-done", "plain", "waiting"]
     assert store.get_run("old-done") is None
+
+
+def test_gc_collects_exactly_the_final_statuses_a_run_records_and_reports() -> None:
+    # One list: what a Run records as final in its state and its outcome is what gc removes.
+    recorded = set(get_args(RunRecord.model_fields["status"].annotation)) - {"running", "waiting"}
+    reported = set(get_args(RunOutcome.model_fields["status"].annotation)) - {"waiting"}
+    assert recorded == reported == FINISHED_STATUSES == set(get_args(FinalStatus))
+    assert "failed" not in FINISHED_STATUSES  # no driver ever records it
 
 
 def test_ages_parse_with_units_and_bad_ones_say_what_is_expected() -> None:

@@ -1,13 +1,15 @@
 """Stored runs, read straight from the store without starting anything (blocking calls).
 
-The state shown is the latest checkpoint plus the journal after it, replayed on the JSON
-document: ``fn`` rows are diffs and apply as such; ``batch`` rows go through ``reduce`` when
-the run's state is an ``AgentState``. For other state types the page shows the checkpoint
-and says so (the timeline still lists every stored version).
+The state shown is the latest checkpoint plus the journal after it, replayed by the storage
+layer's ``replay`` (the orchestrator's own): ``fn`` rows are diffs; ``batch`` rows go through
+``reduce`` when the run's state is an ``AgentState``. For other state types the page does not
+load the run's class: it applies the diffs up to the first batch and says so (the timeline
+still lists every stored version).
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -16,12 +18,18 @@ from cluster.cli.ui.exceptions import RunNotFoundInUi
 from cluster.cli.ui.models import HistoryPage, RunRow
 from cluster.cli.ui.timeline import entry_from_journal, run_status
 from cluster import process_registry
-from cluster.storage import SqliteStore, apply_diff
-from coordinators import AgentState, StateTransition, reduce
+from cluster.storage import Checkpoint, JournalEntry, RunInfo, SqliteStore, replay
+from coordinators import AgentState
 
 __all__ = ["StoredView", "has_run", "list_rows", "read_run", "history_page", "close_all"]
 
 _AGENT_STATE = f"{AgentState.__module__}.{AgentState.__qualname__}"
+
+
+class _Document(BaseModel):
+    """A stored state of a class this process does not load: its JSON document, kept as is."""
+
+    model_config = ConfigDict(extra="allow")
 
 
 def _store(path: str) -> SqliteStore:
@@ -61,31 +69,28 @@ def read_run(path: str, name: str) -> StoredView:
     if info is None:
         raise RunNotFoundInUi(f"no run named {name!r} in {path} (and no live run by that name)")
     checkpoint, entries = store.load(name)
-    state, version, note = _replay(info.state_type, checkpoint.state, checkpoint.version, entries)
+    state, note = _replay(path, info, checkpoint, entries)
     agents = [{"agent_id": a.agent_id, **{k: a.record.get(k) for k in ("kind", "lifecycle", "last_error", "title", "restarts")},
                "updated_at": a.updated_at} for a in store.list_agents(name)]
     stage = state.get("conversation_stage") if isinstance(state, dict) else None
     return StoredView(name=name, state_type=info.state_type, version=entries[-1].version if entries else checkpoint.version,
                       created_at=info.created_at, last_change_at=entries[-1].created_at if entries else checkpoint.created_at,
-                      state=state, stage=stage if isinstance(stage, str) else None,
-                      note=note if version != (entries[-1].version if entries else checkpoint.version) else None, agents=agents)
+                      state=state, stage=stage if isinstance(stage, str) else None, note=note, agents=agents)
 
 
-def _replay(state_type: str, doc: dict[str, Any], version: int, entries: list[Any]) -> tuple[Any, int, str | None]:
-    typed: AgentState | None = None
-    for entry in entries:
-        if entry.kind == "fn":
-            if typed is not None:
-                doc, typed = typed.model_dump(mode="json"), None
-            doc = apply_diff(doc, entry.payload)
-        elif state_type == _AGENT_STATE:
-            typed = typed or AgentState.model_validate(doc)
-            typed = reduce(typed, tuple(StateTransition.model_validate(t) for t in entry.payload))
-        else:
-            return doc, version, (f"state shown as of version {version} (a checkpoint); later {state_type} batches "
-                                  "are listed in the timeline")
-        version = entry.version
-    return (typed.model_dump(mode="json") if typed is not None else doc), version, None
+def _replay(path: str, info: RunInfo, checkpoint: Checkpoint, entries: list[JournalEntry]) -> tuple[dict[str, Any], str | None]:
+    """The state document at the newest version this page can rebuild, and a note when that is
+    older than the run's last version. Without the run's state class (anything but an
+    ``AgentState``) the batches cannot be reduced: the diffs up to the first batch are applied."""
+    if info.state_type == _AGENT_STATE:
+        return replay(checkpoint, entries, AgentState, run=info.name, path=path).model_dump(mode="json"), None
+    diffs = list(itertools.takewhile(lambda entry: entry.kind == "fn", entries))
+    document = replay(checkpoint, diffs, _Document, run=info.name, path=path).model_dump(mode="json")
+    if len(diffs) == len(entries):
+        return document, None
+    version = diffs[-1].version if diffs else checkpoint.version
+    return document, (f"state shown as of version {version} (a checkpoint); later {info.state_type} batches "
+                      "are listed in the timeline")
 
 
 def list_rows(path: str) -> dict[str, RunRow]:

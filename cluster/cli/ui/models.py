@@ -42,7 +42,7 @@ class RunRow(_Frozen):
     stored: bool
     stage: str | None = None
     run_status: str | None = None
-    """What a ``Run`` records in the state: running, waiting, complete, stopped, failed, ..."""
+    """What a ``Run`` records in the state: running, waiting or a final status (``cluster.storage.FinalStatus``)."""
     version: int
     last_change_at: float | None = None
     in_flight: int | None = None

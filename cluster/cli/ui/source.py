@@ -14,14 +14,14 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from actors import (HARD_MAX_PARALLEL, Change, HistoryCompacted, Orchestrator, OrchestratorClosed, OrchestratorNotFound,
-                    answer_interrupt, open_interrupts)
+from actors import (Change, HistoryCompacted, Orchestrator, OrchestratorClosed, OrchestratorNotFound, answer_interrupt,
+                    effective_max_parallel, open_interrupts)
 from cluster.cli.ui import _stored
 from cluster.cli.ui.models import ActionOutcome, HistoryPage, InterruptView, RunDetail, RunRow
 from cluster.cli.ui.timeline import entry_from_change, reasoning_trail, run_status
 from cluster.cli.ui.exceptions import ActionRefused, RunNotFoundInUi
 
-__all__ = ["RunSource", "effective_cap", "live_run_names"]
+__all__ = ["RunSource", "live_run_names"]
 
 _log = logging.getLogger("soloist.ui")
 _LOG_EXTRA = {"component": "ui"}
@@ -30,11 +30,6 @@ _LOG_EXTRA = {"component": "ui"}
 DEFAULT_PAGE = 200
 MAX_PAGE = 1_000
 _TRAIL_SHOWN = 30  # the newest reasoning steps in the summary (the timeline has every version)
-
-
-def effective_cap(requested: int) -> int:
-    """The cap a run really uses: ``<= 0`` means 4, above 4 is clamped to 4."""
-    return HARD_MAX_PARALLEL if requested <= 0 else min(requested, HARD_MAX_PARALLEL)
 
 
 def live_run_names() -> list[str]:
@@ -110,7 +105,7 @@ class RunSource:
             doc = state.model_dump(mode="json")
             return RunRow(name=name, status="waiting" if interrupts else "live", live=True, stored=stored,
                           stage=getattr(state, "conversation_stage", None), run_status=run_status(doc), version=version, last_change_at=last,
-                          cap=effective_cap(stats.max_parallel), state_type=stats.state_type)
+                          cap=effective_max_parallel(stats.max_parallel), state_type=stats.state_type)
         except (OrchestratorClosed, OrchestratorNotFound) as exc:
             self._forget(name)
             return RunRow(name=name, status="stored" if stored else "live", live=False, stored=stored, version=0,
@@ -138,7 +133,7 @@ class RunSource:
             version=version, state_type=stats.state_type, stage=getattr(state, "conversation_stage", None),
             state=doc if with_state else None, run_status=run_status(doc),
             statistics=stats.model_dump(mode="json"), agents=agents, interrupts=interrupts,
-            reasoning=reasoning_trail(doc)[-_TRAIL_SHOWN:], cap=effective_cap(stats.max_parallel), actions=actions,
+            reasoning=reasoning_trail(doc)[-_TRAIL_SHOWN:], cap=effective_max_parallel(stats.max_parallel), actions=actions,
             can_fork=actions, can_answer=actions and writable,
         )
 
