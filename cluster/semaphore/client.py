@@ -321,6 +321,16 @@ def held_by_this_process(lease_ids: list[str]) -> list[bool]:
     return answers
 
 
+def _send_suspect(scope: str, owner: Any) -> None:
+    """``report_lost``'s message: find the scope's actor and tell it to check ``owner``."""
+    try:
+        handle = ray.get_actor(_actor_name(scope), namespace=_NAMESPACE)
+    except ValueError:
+        logger.info("semaphore %r: no actor serves it; nothing to check", scope, extra=_LOG_EXTRA)
+        return
+    handle.suspect.remote(owner)
+
+
 def _default_holder() -> str:
     try:
         task = asyncio.current_task()
@@ -465,16 +475,12 @@ class ClusterSemaphore:
         their renewals. Safe whatever the truth: the semaphore frees nothing on this word
         alone, and an owner that is alive keeps its permits.
 
-        Sent without waiting for an answer (no event loop needed). When no actor serves the
-        scope there is no permit to recover; a report that is lost leaves the leases to the
-        probe that follows their missed renewals.
+        Returns at once, without waiting for an answer (no event loop needed, none blocked):
+        finding the scope's actor is a round trip to Ray's control store, made on a thread of
+        its own. When no actor serves the scope there is no permit to recover; a report that
+        is lost leaves the leases to the probe that follows their missed renewals.
         """
-        try:
-            handle = ray.get_actor(_actor_name(scope), namespace=_NAMESPACE)
-        except ValueError:
-            logger.info("semaphore %r: no actor serves it; nothing to check", scope, extra=_LOG_EXTRA)
-            return
-        handle.suspect.remote(owner)
+        threading.Thread(target=_send_suspect, args=(scope, owner), name=f"sem-report:{scope}", daemon=True).start()
 
     @property
     def scope(self) -> str:
