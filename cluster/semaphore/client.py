@@ -453,7 +453,8 @@ class ClusterSemaphore:
         ``retired`` (ended now), or None when no actor serves the scope any more."""
         name = _actor_name(scope)
         try:
-            handle = ray.get_actor(name, namespace=_NAMESPACE)
+            # A round trip to Ray's control store: on a thread, not on the caller's event loop.
+            handle = await asyncio.to_thread(ray.get_actor, name, namespace=_NAMESPACE)
         except ValueError:
             return None
         try:
