@@ -7,6 +7,7 @@ nothing, exactly as ``ray.init`` does with ``ignore_reinit_error``.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import logging
 import os
@@ -16,6 +17,7 @@ from typing import Any
 
 import ray
 from pydantic import BaseModel, ConfigDict
+from ray.exceptions import GetTimeoutError
 
 from cluster.local_cluster import use_token_auth
 
@@ -26,6 +28,7 @@ __all__ = [
     "actor_was_restarted",
     "cluster_address",
     "node_id",
+    "wait_ref",
     "SOLOIST_NAMESPACE",
 ]
 
@@ -183,3 +186,19 @@ def actor_was_restarted() -> bool:
         # Ray's own implementation of this property reads its deprecated `actor_id`.
         warnings.filterwarnings("ignore", "This API is deprecated", DeprecationWarning)
         return bool(ray.get_runtime_context().was_current_actor_reconstructed)
+
+
+def wait_ref(ref: Any, timeout: float | None = None) -> Any:
+    """``ray.get(ref, timeout=timeout)`` for synchronous code (a background thread, a sync
+    constructor): the same value, the same errors (``GetTimeoutError`` after ``timeout``).
+
+    It waits on the ref's future instead: in a process that runs an async actor, Ray's
+    ``ray.get`` prints "Using blocking ray.get inside async actor" from every thread,
+    also from threads that block no event loop. Code that runs on an event loop awaits
+    the ref instead of calling this.
+    """
+    future = ref.future()
+    done, _ = concurrent.futures.wait([future], timeout=timeout)
+    if not done:
+        raise GetTimeoutError(f"Get timed out: the object {ref} was not ready within {timeout:g}s")
+    return future.result()  # the value, or the error ray.get would raise

@@ -240,7 +240,7 @@ class OrchestratorActor:
                     for write in group:
                         _resolve(write.done, error=OrchestratorClosed(f"orchestrator {self._spec.display_name!r} is closed"))
                     continue
-                known = self._recorded_many([w.request_id for w in group])  # one store read for the group
+                known = await self._recorded_many([w.request_id for w in group])  # one store read for the group
                 fresh: list[_FnWrite] = []
                 seen: set[str] = set()
                 for write in group:
@@ -328,7 +328,7 @@ class OrchestratorActor:
         """
         self._check_writable(token)
         async with self._write_lock:
-            recorded = self._recorded(request_id)
+            recorded = await self._recorded(request_id)
             if recorded is not None:
                 return await self._durable_version(recorded)
             base_version, base = self._head
@@ -455,22 +455,23 @@ class OrchestratorActor:
         if self._closed:
             raise OrchestratorClosed(f"orchestrator {self._spec.display_name!r} is closed; attach to it again to write")
 
-    def _recorded(self, request_id: str) -> int | None:
+    async def _recorded(self, request_id: str) -> int | None:
         version = self._requests.get(request_id)
         if version is None and self._store is not None and not self._requests_complete:
-            version = self._store.find_request(self._name, request_id)
+            # A file read: on a thread, not on the event loop every other call waits on.
+            version = await asyncio.to_thread(self._store.find_request, self._name, request_id)
         if version is not None:
             self._stats["duplicates"] += 1
             self._log.info("request %s was already committed as version %d; not applied again", request_id, version)
         return version
 
-    def _recorded_many(self, request_ids: list[str]) -> dict[str, int]:
+    async def _recorded_many(self, request_ids: list[str]) -> dict[str, int]:
         """``_recorded`` of a group of request ids: memory first, then one store lookup for the
         rest (none while memory holds every committed request id)."""
         found = {r: self._requests[r] for r in request_ids if r in self._requests}
         missing = [r for r in request_ids if r not in found]
         if missing and self._store is not None and not self._requests_complete:
-            found.update(self._store.find_requests(self._name, missing))
+            found.update(await asyncio.to_thread(self._store.find_requests, self._name, missing))
         for request_id, version in found.items():
             self._stats["duplicates"] += 1
             self._log.info("request %s was already committed as version %d; not applied again", request_id, version)

@@ -48,7 +48,7 @@ from actors.orchestrator.changes import Change
 from actors.agents.managed import AgentConfig, AgentKind, Lifecycle
 from actors.callers.protocol import ToolCaller
 from actors.orchestrator.spec import DEFAULT_KEEP_VERSIONS, DURABILITY_MODES, OrchestratorStatistics, RunDescription, RunSpec
-from cluster.connect import ensure_connected
+from cluster.connect import ensure_connected, wait_ref
 from cluster.semaphore import ClusterSemaphore
 from cluster.storage import Store
 from coordinators import ContextSnapshot, StateTransition, TransitionBatch
@@ -216,7 +216,7 @@ class Orchestrator(Generic[S]):
 
     def _wait_ready(self) -> None:
         try:
-            ray.get(self._remote(OrchestratorActor.version).remote())
+            wait_ref(self._remote(OrchestratorActor.version).remote())
         except ray.exceptions.RayError as exc:
             raise translate_creation_error(exc, self._name) from None
 
@@ -266,7 +266,7 @@ class Orchestrator(Generic[S]):
 
     @classmethod
     def _wrap(cls, handle: Any, name: str, token: str | None) -> "Orchestrator[Any]":
-        described: RunDescription = ray.get(getattr(handle, OrchestratorActor.describe.__name__).remote())
+        described: RunDescription = wait_ref(getattr(handle, OrchestratorActor.describe.__name__).remote())
         self = cls._handle(handle, described.model_copy(update={"name": name}), token, durable=True)
         self._stops_actor = False  # borrowed: the run belongs to the process that drives it
         self._track_agents()
@@ -533,7 +533,7 @@ class Orchestrator(Generic[S]):
         _check_max_parallel(n)
         self._require_owner("set_max_parallel()")
         # Waits for the actor, so every handle in every process sees the new cap from now on.
-        ray.get(self._remote(OrchestratorActor.set_max_parallel).remote(self._token, n), timeout=60)
+        wait_ref(self._remote(OrchestratorActor.set_max_parallel).remote(self._token, n), timeout=60)
         self._max_parallel = n
 
     def set_logger(self, logger: logging.Logger | None) -> None:

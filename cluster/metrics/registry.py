@@ -41,6 +41,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.exposition import generate_latest
 
+from cluster.connect import wait_ref
 from cluster.metrics._collector import (
     Aggregate,
     MetricsDelta,
@@ -174,9 +175,9 @@ class _Recorder:
                 self.give_back(delta)
                 return False
             try:
-                # A future, not ray.get: this runs on background threads of async actors too,
-                # where ray.get would warn about blocking an event loop it does not block.
-                collector_handle().push.remote(delta).future().result(timeout=timeout)
+                # Not ray.get: this runs on background threads of async actors too, where
+                # ray.get would warn about blocking an event loop it does not block.
+                wait_ref(collector_handle().push.remote(delta), timeout=timeout)
             except BaseException:
                 self.give_back(delta)
                 raise
@@ -255,7 +256,7 @@ def request_flush() -> None:
 
 def forget(orchestrator: str) -> int:
     """Drop every series of ``orchestrator`` from the collector (a finished run); returns how many."""
-    return int(ray.get(collector_handle().forget.remote(orchestrator), timeout=30))
+    return int(wait_ref(collector_handle().forget.remote(orchestrator), timeout=30))
 
 
 # ------------------------------------------------------------------ what the runtime records
@@ -359,7 +360,7 @@ def read_totals(timeout: float = 10.0) -> MetricsDelta:
         raise RuntimeError("cannot read soloist metrics: this process is not connected to Ray; call cluster.connect() first")
     if _recorder.enabled:
         _recorder.flush(timeout=timeout)
-    totals: MetricsDelta = ray.get(collector_handle().totals.remote(), timeout=timeout)
+    totals: MetricsDelta = wait_ref(collector_handle().totals.remote(), timeout=timeout)
     return totals
 
 

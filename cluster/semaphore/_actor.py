@@ -9,6 +9,9 @@ verdict that the holder died) and watches the runs attached to the scope. A requ
 saw its subagent lost reports it (``suspect``), and the sweep probes that holder at once
 instead of a TTL later; the report itself frees nothing.
 
+The sweep waits on the futures of its calls (``ObjectRef.future``), never with ``ray.get``:
+in an async actor's process Ray warns about a blocking ``ray.get`` from any thread.
+
 Lifecycle of the actor: ``serving`` while runs use the scope; ``retired`` once the last
 attached run detached or died: it grants nothing more and ends itself as soon as no lease
 is held (the work those leases admit may still run; a new actor for the scope must not
@@ -18,6 +21,7 @@ start beside it).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 import time
@@ -59,8 +63,9 @@ class SemaphoreActor:
         self._listeners: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[Outcome]]]] = {}
         # holder -> the actor that holds its guarded leases (asked when they miss renewals).
         self._owners: dict[str, Any] = {}
-        # Probes out: ref -> (holder, lease ids asked about, when it was sent).
-        self._probes: dict[Any, tuple[str, list[str], float]] = {}
+        # Probes out: the future of the call -> (its ref, kept alive until answered; holder;
+        # lease ids asked about; when it was sent).
+        self._probes: dict[concurrent.futures.Future[Any], tuple[Any, str, list[str], float]] = {}
         # Contention watches parked until "anyone waiting" changes from what they saw.
         self._watchers: list[tuple[bool, asyncio.AbstractEventLoop, asyncio.Future[bool]]] = []
         # Runs using the scope: run name -> its orchestrator actor (pinged to notice its death).
@@ -233,7 +238,7 @@ class SemaphoreActor:
 
     def _sweep_forever(self) -> None:
         next_run_check = time.monotonic() + self._run_check_every
-        pings: dict[Any, str] = {}
+        pings: dict[concurrent.futures.Future[Any], tuple[Any, str]] = {}
         while True:
             self._pause()
             with self._lock:
@@ -245,7 +250,8 @@ class SemaphoreActor:
                         for lease_id in lease_ids:
                             self._wake(self._table.probe_answered(lease_id, False, time.monotonic()))
                         continue
-                    self._probes[owner.holds_leases.remote(lease_ids)] = (holder, lease_ids, time.monotonic())
+                    ref = owner.holds_leases.remote(lease_ids)
+                    self._probes[ref.future()] = (ref, holder, lease_ids, time.monotonic())
                 retired_and_empty = self._retired and self._table.held == 0
             if retired_and_empty:
                 self._end_self()
@@ -259,7 +265,9 @@ class SemaphoreActor:
         """Until the next sweep: one interval, cut short by a probe's answer (while any is
         out) or by a ``suspect`` report (while none is)."""
         if self._probes:
-            ray.wait(list(self._probes), num_returns=1, timeout=self._sweep_interval)
+            concurrent.futures.wait(
+                list(self._probes), timeout=self._sweep_interval, return_when=concurrent.futures.FIRST_COMPLETED
+            )
         else:
             self._kick.wait(self._sweep_interval)
         self._kick.clear()
@@ -267,12 +275,11 @@ class SemaphoreActor:
     def _collect_probes(self) -> None:
         if not self._probes:
             return
-        ready, _ = ray.wait(list(self._probes), num_returns=len(self._probes), timeout=0)
-        for ref in ready:
-            holder, lease_ids, sent = self._probes.pop(ref)
+        for probe in [p for p in self._probes if p.done()]:
+            _, holder, lease_ids, sent = self._probes.pop(probe)
             answers: list[bool | None]
             try:
-                answers = list(ray.get(ref))
+                answers = list(probe.result())
             except ActorUnavailableError:
                 answers = [None] * len(lease_ids)  # restarting or unreachable: ask again
                 if time.monotonic() - sent >= self._sweep_interval:
@@ -287,14 +294,15 @@ class SemaphoreActor:
                 if answers and all(a is False for a in answers):
                     self._owners.pop(holder, None)
 
-    def _check_runs(self, pings: dict[Any, str]) -> dict[Any, str]:
+    def _check_runs(
+        self, pings: dict[concurrent.futures.Future[Any], tuple[Any, str]]
+    ) -> dict[concurrent.futures.Future[Any], tuple[Any, str]]:
         """Ping attached runs' orchestrators; a run whose actor died is detached."""
         if pings:
-            ready, _ = ray.wait(list(pings), num_returns=len(pings), timeout=0)
-            for ref in ready:
-                run = pings.pop(ref)
+            for ping in [p for p in pings if p.done()]:
+                _, run = pings.pop(ping)
                 try:
-                    ray.get(ref)
+                    ping.result()
                 except ActorUnavailableError:
                     continue
                 except RayActorError:
@@ -305,10 +313,11 @@ class SemaphoreActor:
                             if not self._runs and self._runs_known:
                                 self._retire("every run that used it is gone")
         with self._lock:
-            asked = set(pings.values())
+            asked = {run for _, run in pings.values()}
             for run, handle in self._runs.items():
                 if run not in asked:
-                    pings[handle.__ray_ready__.remote()] = run
+                    ref = handle.__ray_ready__.remote()
+                    pings[ref.future()] = (ref, run)
         return pings
 
     def _end_self(self) -> None:

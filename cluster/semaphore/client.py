@@ -42,6 +42,7 @@ from pydantic import BaseModel
 from ray.exceptions import GetTimeoutError, RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from cluster.connect import wait_ref
 from cluster.exceptions import (
     SemaphoreConfigConflict,
     SemaphoreTimeout,
@@ -167,7 +168,8 @@ class _Heartbeat:
     """Renews every lease this process holds on one semaphore actor, every ``ttl_s/3``.
 
     One per process per actor (see ``_heartbeat_for``); its daemon thread runs only while
-    leases are held, so sync and async callers alike keep their leases alive.
+    leases are held, so sync and async callers alike keep their leases alive. The thread
+    waits with ``wait_ref``: in an async actor (a replica) ``ray.get`` would warn.
     """
 
     def __init__(self, name: str, actor_id: str, handle: Any, ttl_s: float) -> None:
@@ -243,7 +245,7 @@ class _Heartbeat:
                 owner = self._owner
             sent = time.monotonic()
             try:
-                results: list[bool] = ray.get(
+                results: list[bool] = wait_ref(
                     self._handle.renew.remote(
                         [(x.lease_id, x.holder, x.limit, x.generation, x.guarded) for x in batch], owner
                     ),
@@ -289,7 +291,7 @@ class _Heartbeat:
                     revived.append(lease.lease_id)  # released while this renewal was in flight
         for lease_id in revived:
             try:
-                ray.get(self._handle.release.remote(lease_id), timeout=self._interval)
+                wait_ref(self._handle.release.remote(lease_id), timeout=self._interval)
             except (GetTimeoutError, RayActorError):
                 logger.warning(
                     "semaphore %s: could not re-release lease %s; it expires in ttl",
@@ -317,6 +319,16 @@ def held_by_this_process(lease_ids: list[str]) -> list[bool]:
     for beat in beats:
         answers = [a or b for a, b in zip(answers, beat.held_ids(lease_ids))]
     return answers
+
+
+def _send_suspect(scope: str, owner: Any) -> None:
+    """``report_lost``'s message: find the scope's actor and tell it to check ``owner``."""
+    try:
+        handle = ray.get_actor(_actor_name(scope), namespace=_NAMESPACE)
+    except ValueError:
+        logger.info("semaphore %r: no actor serves it; nothing to check", scope, extra=_LOG_EXTRA)
+        return
+    handle.suspect.remote(owner)
 
 
 def _default_holder() -> str:
@@ -374,7 +386,9 @@ class ClusterSemaphore:
     def existing(cls, scope: str) -> ClusterSemaphore:
         """Join the scope's live actor, whatever its configuration; never create one.
 
-        Raises ``SemaphoreUnavailable`` when no actor serves ``scope`` (its runs were closed).
+        Blocking (one round trip to the actor): code on an event loop runs it in a thread
+        (``asyncio.to_thread``). Raises ``SemaphoreUnavailable`` when no actor serves
+        ``scope`` (its runs were closed).
         """
         if not ray.is_initialized():
             raise SemaphoreUnavailable(f"semaphore {scope!r}: Ray is not initialised")
@@ -384,7 +398,7 @@ class ClusterSemaphore:
             raise SemaphoreUnavailable(
                 f"semaphore {scope!r}: no actor serves this scope (every run using it was closed)"
             ) from None
-        permits, ttl_s = ray.get(handle.config.remote())
+        permits, ttl_s = wait_ref(handle.config.remote())
         return cls(scope, permits=permits, ttl_s=ttl_s, _handle=handle)
 
     @classmethod
@@ -414,7 +428,7 @@ class ClusterSemaphore:
         while True:
             semaphore = cls.open(scope)
             try:
-                if ray.get(semaphore._handle.attach_run.remote(run, orchestrator), timeout=start_timeout):
+                if wait_ref(semaphore._handle.attach_run.remote(run, orchestrator), timeout=start_timeout):
                     return semaphore
             except RayActorError:
                 pass  # it ended between the lookup and the call: open the scope again
@@ -439,7 +453,8 @@ class ClusterSemaphore:
         ``retired`` (ended now), or None when no actor serves the scope any more."""
         name = _actor_name(scope)
         try:
-            handle = ray.get_actor(name, namespace=_NAMESPACE)
+            # A round trip to Ray's control store: on a thread, not on the caller's event loop.
+            handle = await asyncio.to_thread(ray.get_actor, name, namespace=_NAMESPACE)
         except ValueError:
             return None
         try:
@@ -461,16 +476,12 @@ class ClusterSemaphore:
         their renewals. Safe whatever the truth: the semaphore frees nothing on this word
         alone, and an owner that is alive keeps its permits.
 
-        Sent without waiting for an answer (no event loop needed). When no actor serves the
-        scope there is no permit to recover; a report that is lost leaves the leases to the
-        probe that follows their missed renewals.
+        Returns at once, without waiting for an answer (no event loop needed, none blocked):
+        finding the scope's actor is a round trip to Ray's control store, made on a thread of
+        its own. When no actor serves the scope there is no permit to recover; a report that
+        is lost leaves the leases to the probe that follows their missed renewals.
         """
-        try:
-            handle = ray.get_actor(_actor_name(scope), namespace=_NAMESPACE)
-        except ValueError:
-            logger.info("semaphore %r: no actor serves it; nothing to check", scope, extra=_LOG_EXTRA)
-            return
-        handle.suspect.remote(owner)
+        threading.Thread(target=_send_suspect, args=(scope, owner), name=f"sem-report:{scope}", daemon=True).start()
 
     @property
     def scope(self) -> str:

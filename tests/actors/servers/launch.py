@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import os
-import socket
+import select
 import subprocess
 import sys
-import time
-
 from typing import Any
 
 from actors import McpServer, McpToolCaller
@@ -28,41 +26,53 @@ def mcp_caller(*servers: McpServer, **options: Any) -> McpToolCaller:
     return McpToolCaller(*servers, **options)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class HttpServer:
-    """The test server as a subprocess serving streamable HTTP on 127.0.0.1:``port``."""
+    """The test server as a subprocess serving streamable HTTP on 127.0.0.1:``port``.
+
+    ``port`` None takes a free one at the first start (the server binds port 0 and says which
+    it got); a restart listens on the same port again, so clients reconnect to the same URL.
+    """
 
     def __init__(self, port: int | None = None) -> None:
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.port = port
+        self.proc: subprocess.Popen[str] | None = None
+
+    @property
+    def url(self) -> str:
+        if self.port is None:
+            raise RuntimeError("the test MCP server has no port before its first start()")
+        return f"http://127.0.0.1:{self.port}/mcp"
 
     def start(self, timeout: float = HANG_GUARD_S) -> "HttpServer":
-        """Start it and wait until it listens (a Python start-up: slow when the cores are busy)."""
-        self.proc = subprocess.Popen([sys.executable, SERVER_SCRIPT, "--http", str(self.port)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the test MCP server exited with {self.proc.returncode}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return self
-            except OSError:
-                time.sleep(0.05)  # polling for the port to open, not an assertion
-        self.kill()
-        raise RuntimeError(f"the test MCP server did not listen on {self.port} within {timeout}s")
+        """Start it and wait for its ``READY <port>`` line (it listens from then on); a start-up
+        is a Python import of the SDK, slow when the cores are busy."""
+        self.proc = subprocess.Popen([sys.executable, SERVER_SCRIPT, "--http", str(self.port or 0)],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        line = _first_line(self.proc, timeout)
+        if not line.startswith("READY "):
+            exited = self.proc.poll()
+            self.kill()
+            raise RuntimeError(f"the test MCP server did not report READY within {timeout:g}s "
+                               f"(exit code {exited}, first line {line!r})")
+        self.port = int(line.split()[1])
+        return self
 
     def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
             self.proc.wait()
+            if self.proc.stdout is not None:
+                self.proc.stdout.close()
         self.proc = None
 
     def spec(self, name: str = "remote", prefix: str = "") -> McpServer:
         return McpServer.http(name, self.url, prefix=prefix)
+
+
+def _first_line(proc: subprocess.Popen[str], timeout: float) -> str:
+    """The first line ``proc`` prints: waits for the line itself (or end of output, when it
+    exits), with ``timeout`` as the hang guard. Empty if neither came in time."""
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    return proc.stdout.readline().strip() if ready else ""
