@@ -32,7 +32,7 @@ from actors.callers.llm import (
     tool_call_transitions,
 )
 from actors.callers.mcp import McpServer, McpTool, McpToolCaller, close_mcp_sessions
-from actors.callers.nested import OrchestratorCaller
+from actors.nested import OrchestratorCaller
 from actors.callers.protocol import (
     DEFAULT_POOL,
     DiscoversTools,

@@ -1,6 +1,6 @@
 """Warm permits: one process's leases on one semaphore scope, reused between handoffs.
 
-They live in the subagent replica that runs skill bodies (see ``actors.handoffs.pools``): the
+They live in the subagent replica that runs skill bodies (see ``actors.handoffs.replica``): the
 replica takes a permit before a body starts and gives it back only once the body has really
 returned. A lease given back is kept idle for ``linger`` seconds, and the next body this
 replica starts takes it at no cost (no round trip to the semaphore actor).
@@ -19,6 +19,7 @@ Why reuse never breaks the cap or fairness:
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import logging
 import threading
@@ -27,10 +28,15 @@ from typing import Any
 
 import ray
 
+from cluster.connect import SOLOIST_NAMESPACE
+from cluster.exceptions import SemaphoreUnavailable
 from cluster.process import Table, process_registry
 from cluster.semaphore import ClusterSemaphore, Lease
 
-__all__ = ["WarmPermits", "DEFAULT_LINGER_S", "permits_for", "drop_permits", "release_idle_permits"]
+__all__ = [
+    "WarmPermits", "DEFAULT_LINGER_S", "permits_for", "joined_permits", "drop_permits", "release_idle_permits",
+    "release_all_idle_permits",
+]
 
 _log = logging.getLogger(__name__)
 _LOG_EXTRA = {"component": "warm-permits"}
@@ -152,7 +158,9 @@ class WarmPermits:
         contended = False
         while not self._closed.is_set():
             try:
-                contended = bool(ray.get(self._semaphore.watch_ref(contended)))
+                # A future, not ray.get: this thread runs in an async actor (a replica), where
+                # ray.get prints Ray's "blocking ray.get inside async actor" on the console.
+                contended = bool(self._semaphore.watch_ref(contended).future().result())
             except ray.exceptions.RayError as exc:
                 _log.info("semaphore %s: stopped watching for waiters: %s", self._semaphore.scope, exc, extra=_LOG_EXTRA)
                 with self._lock:
@@ -196,6 +204,32 @@ def permits_for(scope: str, owner: Any = None) -> WarmPermits:
     return _PERMITS.get_or_create(scope, lambda: fresh)
 
 
+async def joined_permits(scope: str, owner: Any = None) -> WarmPermits:
+    """``permits_for`` for an event loop (a replica's): joins the scope's live actor without
+    blocking the loop and without ``ray.get`` (which, in an async actor, blocks its loop and
+    prints Ray's warning on the driver's console). Raises ``SemaphoreUnavailable`` likewise."""
+    permits = _PERMITS.get(scope)
+    if permits is not None:
+        return permits
+    name = _semaphore_actor_name(scope)
+    try:
+        handle = await asyncio.to_thread(ray.get_actor, name, namespace=SOLOIST_NAMESPACE)
+    except ValueError:
+        raise SemaphoreUnavailable(
+            f"semaphore {scope!r}: no actor serves this scope (every run using it was closed)"
+        ) from None
+    limit, ttl_s = await handle.config.remote()
+    # The facade joined to that very actor: ``ClusterSemaphore.existing`` does the same with
+    # a blocking ``ray.get`` of the configuration.
+    fresh = WarmPermits(ClusterSemaphore(scope, permits=limit, ttl_s=ttl_s, _handle=handle), owner=owner)
+    return _PERMITS.get_or_create(scope, lambda: fresh)
+
+
+def _semaphore_actor_name(scope: str) -> str:
+    """The name of the actor serving ``scope`` (``cluster.semaphore``'s naming)."""
+    return f"soloist:sem:{scope}"
+
+
 def drop_permits(scope: str, permits: WarmPermits) -> None:
     """Forget ``permits`` (its scope's actor retired or was re-created) and close it."""
     _PERMITS.discard(scope, permits)
@@ -205,3 +239,8 @@ def drop_permits(scope: str, permits: WarmPermits) -> None:
 def release_idle_permits(scope: str) -> int:
     """Give back this process's idle leases on ``scope`` now (its run is closing)."""
     return sum(p.release_idle() for p in _PERMITS.select(lambda s: s == scope))
+
+
+def release_all_idle_permits() -> int:
+    """Give back every idle lease this process keeps, on every scope (a replica retiring)."""
+    return sum(p.release_idle() for p in _PERMITS.select(lambda _scope: True))

@@ -3,7 +3,7 @@
 A handoff turns a ``Call``'s input into a JSON-clean dict, sends it to a subagent actor of
 the caller's pool, and decodes the tool's JSON text into ``out_type``. The subagent takes
 the permit of the run's cluster-wide semaphore before the body starts and gives it back
-once the body has returned (``actors.handoffs.pools`` has the safety argument): the requester
+once the body has returned (``actors.handoffs.replica`` has the safety argument): the requester
 holds no permit, so cancelling, timing out or pausing it never frees a permit early.
 State never travels: the caller builds the input from a snapshot and merges the output
 back with ``apply``.
@@ -33,7 +33,8 @@ from actors.exceptions import (
     ToolReportedError,
 )
 from actors.handoffs._fanout import LANE_DEPTH, Fanout
-from actors.handoffs.pools import HandoffRequest, SubagentPool, SubagentReply, pool_for
+from actors.handoffs.pools import SubagentPool, pool_for
+from actors.handoffs.replica import HandoffRequest, SubagentReply, retired_exit
 from actors.handoffs.settings import HandoffSettings, HandoffTarget
 
 __all__ = ["Call", "Result", "handoff", "parallel_handoff"]
@@ -138,19 +139,27 @@ def _timed_out(skill: str, timeout: float | None, reply: SubagentReply) -> Timeo
     )
 
 
+#: How many times one call is sent again because the replica it reached had retired (each
+#: time the pool creates the replica again; a retiring replica refuses a call unrun).
+_RETIRED_RESENDS = 50
+
+
 async def _send(pool: SubagentPool, request: HandoffRequest, fanout: Fanout | None) -> SubagentReply:
-    """One request to one replica of ``pool`` (on a lane of ``fanout``, if any), answered."""
+    """One request to one replica of ``pool`` (on a lane of ``fanout``, if any), answered;
+    ``retired`` (unrun) if that replica had retired."""
     lane = ticket = None
+    slot_wanted = None
     if fanout is not None:
         lane, ticket = fanout.route()
+        slot_wanted = fanout.slot_of(lane)
         request = request.model_copy(update={"lane": lane, "ticket": ticket})
-    slot, actor = pool.pick(lane)
+    slot, actor = pool.pick(slot_wanted)
     if fanout is not None:
-        fanout.sent(lane, ticket, actor)  # type: ignore[arg-type]
+        fanout.sent(lane, ticket, slot, actor)  # type: ignore[arg-type]
     try:
         ref = actor.handoff_call.remote(request.wire())
         try:
-            return SubagentReply.of_wire(await ref)
+            reply = SubagentReply.of_wire(await ref)
         except asyncio.CancelledError:
             # The subagent cancels the body; its permit is given back when the body has returned
             # (for a sync skill: when its thread does, see ``Interruptible``). Not recursive: Ray
@@ -160,13 +169,31 @@ async def _send(pool: SubagentPool, request: HandoffRequest, fanout: Fanout | No
             # body (its awaits are cancelled; a nested handoff cancels its subagent like this).
             ray.cancel(ref, recursive=False)
             raise
+        if reply.retired:  # refused unrun: the replica is ending; wait until it has, then re-create
+            await _until_ended(actor)
+            pool.retired(slot, actor)
+        return reply
     except (ray.exceptions.RayActorError, ray.exceptions.ActorUnschedulableError, ray.exceptions.NodeDiedError) as exc:
+        if retired_exit(exc):  # it had retired before the call reached it: the call never ran
+            pool.retired(slot, actor)
+            return SubagentReply(retired=True)
         pool.forget(slot, actor)
         raise SubagentLost(request.skill, f"handoff {request.skill!r}: the subagent serving it was lost ({type(exc).__name__}); retry the call") from exc
     finally:
-        pool.returned(slot, lane)
+        pool.returned(slot)
         if fanout is not None:
             fanout.over(lane, ticket)  # type: ignore[arg-type]
+
+
+async def _until_ended(actor: Any) -> None:
+    """Until a replica that refused a call as retiring has exited (its name is then free for
+    the replica the pool creates next). It exits once the call that retired it returns."""
+    for _ in range(_RETIRED_RESENDS):
+        try:
+            await actor.ping.remote()
+        except ray.exceptions.RayActorError:
+            return
+        await asyncio.sleep(0.01)
 
 
 async def _call_subagent(caller: Any, request: HandoffRequest, orchestrator: str, fanout: Fanout | None) -> ToolCallResult:
@@ -175,7 +202,15 @@ async def _call_subagent(caller: Any, request: HandoffRequest, orchestrator: str
     outcome, node = "error", ""
     try:
         reply = await _send(pool, request, fanout)
-        while reply.withdrawn:  # taken back unstarted, for a lane that went idle: send it there
+        resends = 0
+        # Not run: taken back unstarted for a lane that went idle (send it there), or refused
+        # by a replica that retired (send it to the one the pool creates in its place).
+        while not reply.ran:
+            if reply.retired:
+                resends += 1
+                if resends > _RETIRED_RESENDS:
+                    raise SubagentLost(skill, f"handoff {skill!r}: {resends} replicas retired as the call reached "
+                                              "them; the call never ran; retry it")
             reply = await _send(pool, request, fanout)
         node = reply.node
         telemetry.record_semaphore_wait(orchestrator, reply.waited_s)
