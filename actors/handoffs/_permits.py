@@ -24,6 +24,7 @@ import atexit
 import logging
 import threading
 import time
+from concurrent.futures import CancelledError as CancelledFuture
 from typing import Any
 
 import ray
@@ -35,7 +36,7 @@ from cluster.semaphore import ClusterSemaphore, Lease
 
 __all__ = [
     "WarmPermits", "DEFAULT_LINGER_S", "permits_for", "joined_permits", "drop_permits", "release_idle_permits",
-    "release_all_idle_permits",
+    "close_all_permits",
 ]
 
 _log = logging.getLogger(__name__)
@@ -69,6 +70,9 @@ class WarmPermits:
         self._reaper: threading.Thread | None = None
         self._watcher: threading.Thread | None = None
         self._closed = threading.Event()
+        # The watch thread's pending long poll, cancelled by ``close``: a process with a call of
+        # its own still pending cannot exit (a replica retiring would hang in its exit).
+        self._watch_pending: Any = None
         self._reused = 0
         # A process that exits gives its idle leases back at once instead of letting them
         # expire after the semaphore's TTL (other processes of the scope would wait that long).
@@ -130,9 +134,17 @@ class WarmPermits:
         return len(idle)
 
     def close(self) -> None:
-        """Release idle leases and stop keeping any (the scope is going away)."""
+        """Release idle leases, stop keeping any and stop watching (the scope is going away,
+        or the process is ending)."""
         self._closed.set()
         self.release_idle()
+        with self._lock:
+            pending, self._watch_pending = self._watch_pending, None
+        if pending is not None:
+            try:
+                ray.cancel(pending)
+            except Exception as exc:  # already answered, or Ray is gone: nothing is left pending
+                _log.debug("could not cancel the semaphore watch: %s", exc, extra=_LOG_EXTRA)
 
     def _release(self, lease: Lease) -> None:
         try:
@@ -160,8 +172,17 @@ class WarmPermits:
             try:
                 # A future, not ray.get: this thread runs in an async actor (a replica), where
                 # ray.get prints Ray's "blocking ray.get inside async actor" on the console.
-                contended = bool(self._semaphore.watch_ref(contended).future().result())
-            except ray.exceptions.RayError as exc:
+                ref = self._semaphore.watch_ref(contended)
+                with self._lock:
+                    if self._closed.is_set():
+                        return
+                    self._watch_pending = ref
+                contended = bool(ref.future().result())
+                with self._lock:
+                    self._watch_pending = None
+            except (ray.exceptions.RayError, CancelledFuture) as exc:
+                if self._closed.is_set():
+                    return  # closed while watching: its poll was cancelled
                 _log.info("semaphore %s: stopped watching for waiters: %s", self._semaphore.scope, exc, extra=_LOG_EXTRA)
                 with self._lock:
                     self._contended = True  # no reuse against a semaphore we cannot hear
@@ -241,6 +262,8 @@ def release_idle_permits(scope: str) -> int:
     return sum(p.release_idle() for p in _PERMITS.select(lambda s: s == scope))
 
 
-def release_all_idle_permits() -> int:
-    """Give back every idle lease this process keeps, on every scope (a replica retiring)."""
-    return sum(p.release_idle() for p in _PERMITS.select(lambda _scope: True))
+def close_all_permits() -> None:
+    """Give back every idle lease this process keeps, on every scope, and stop watching the
+    semaphores (a replica retiring: nothing of its own may stay pending, or it cannot exit)."""
+    for permits in _PERMITS.select(lambda _scope: True):
+        drop_permits(permits.semaphore.scope, permits)

@@ -41,7 +41,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.callers.protocol import DEFAULT_RETIRE_AFTER_S, Interruptible, TextContent, ToolCallResult
 from actors.handoffs._lanes import Lanes
-from actors.handoffs._permits import WarmPermits, drop_permits, joined_permits, release_all_idle_permits
+from actors.handoffs._permits import WarmPermits, drop_permits, joined_permits, close_all_permits
 from actors.telemetry import subagent_span
 from cluster.connect import SOLOIST_NAMESPACE
 from cluster.exceptions import SemaphoreUnavailable
@@ -309,8 +309,9 @@ class SubagentActor:
             self._watch_idle()
             return False
         self._retiring = True
-        # Its idle warm leases go back now (a running body would hold one: there is none).
-        release_all_idle_permits()
+        # Its idle warm leases go back now (a running body would hold one: there is none), and
+        # its semaphore watches end (a call of its own still pending would hold up its exit).
+        close_all_permits()
         ray.actor.exit_actor()
         return True  # not reached: exit_actor raises
 

@@ -35,7 +35,8 @@ class Empty(BaseModel):
 async def main(runs: int) -> None:
     outputs = []
     for i in range(runs):
-        registry = SkillRegistry(replicas=2)
+        # Registries that differ (in size): each run's call starts a replica process of its own.
+        registry = SkillRegistry(replicas=1 + i)
         registry.register("echo", echo)
         orch = Orchestrator(Empty(), caller=registry)
         try:
