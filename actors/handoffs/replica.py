@@ -52,9 +52,10 @@ __all__ = [
     "create_replica", "retired_exit",
 ]
 
-#: Ray's words for an actor that ended itself with ``exit_actor`` (a replica retiring),
-#: as opposed to one killed (``ray.kill``), crashed or lost with its node.
-_INTENDED_EXIT = "INTENDED_USER_EXIT"
+#: Ray's words for an actor that ended itself with ``exit_actor`` (a replica retiring), as
+#: opposed to one killed (``ray.kill``), crashed or lost with its node: in the death cause
+#: (``ActorDiedError``), or in the "unavailable" error of a call that met the exit under way.
+_INTENDED_EXIT = ("INTENDED_USER_EXIT", "exit_actor() is called")
 
 
 class RequestWire(NamedTuple):
@@ -164,8 +165,13 @@ def interruptible(caller: Any, name: str) -> bool:
 
 def retired_exit(error: BaseException) -> bool:
     """Whether ``error`` (of a call to a replica) says the replica had ended itself: it
-    retired, so the call never ran there (it exits only with nothing running or waiting)."""
-    return isinstance(error, ray.exceptions.ActorDiedError) and _INTENDED_EXIT in str(error)
+    retired, so the call never ran there. A replica exits only with nothing running or
+    waiting, after refusing unrun every call that reached it since it decided (Ray's
+    "may or may not have been executed" cannot apply: nothing was executing)."""
+    if not isinstance(error, (ray.exceptions.ActorDiedError, ray.exceptions.ActorUnavailableError)):
+        return False
+    text = str(error)
+    return any(marker in text for marker in _INTENDED_EXIT)
 
 
 class SubagentActor:
