@@ -211,6 +211,9 @@ async def _call_subagent(caller: Any, request: HandoffRequest, orchestrator: str
                 if resends > _RETIRED_RESENDS:
                     raise SubagentLost(skill, f"handoff {skill!r}: {resends} replicas retired as the call reached "
                                               "them; the call never ran; retry it")
+                # Ray frees a retired replica's name a moment after it exits; until then, the
+                # pool's re-creation joins the exited actor again: give it that moment.
+                await asyncio.sleep(min(0.01 * resends, 0.2))
             reply = await _send(pool, request, fanout)
         node = reply.node
         telemetry.record_semaphore_wait(orchestrator, reply.waited_s)
