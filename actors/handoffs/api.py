@@ -151,11 +151,11 @@ async def _send(pool: SubagentPool, request: HandoffRequest, fanout: Fanout | No
     slot_wanted = None
     if fanout is not None:
         lane, ticket = fanout.route()
-        slot_wanted = fanout.slot_of(lane)
+        slot_wanted = fanout.slot_of(lane, pool.name)
         request = request.model_copy(update={"lane": lane, "ticket": ticket})
     slot, actor = pool.pick(slot_wanted)
     if fanout is not None:
-        fanout.sent(lane, ticket, slot, actor)  # type: ignore[arg-type]
+        fanout.sent(lane, ticket, pool.name, slot, actor)  # type: ignore[arg-type]
     try:
         ref = actor.handoff_call.remote(request.wire())
         try:
