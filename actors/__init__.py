@@ -97,7 +97,9 @@ from actors.orchestrator.facade import (
 )
 from actors.orchestrator.spec import OrchestratorStatistics
 from actors.interrupts import RUN_RECORD_KEY, ApprovalRequest, Interrupt, RunRecord, TurnNote, ask_approval, read_record
+from actors.approvals import answer_interrupt, open_interrupts
 from actors.run import Run
+from actors.run_config import RunConfig
 from actors.run_events import RunEvent, RunOutcome
 from actors.run_merge import MergedCoordinator, merge_results
 from actors.telemetry import (
@@ -125,7 +127,8 @@ __all__ = [
     "ALLOWED_TRANSITIONS", "new_agent", "transition", "from_stored_record",
     "create_coordinator_actor", "coordinator_config",
     # runs: the run API, approvals, nested coordinators
-    "Run", "RunEvent", "RunOutcome", "Interrupt", "ApprovalRequest", "ask_approval",
+    "Run", "RunConfig", "RunEvent", "RunOutcome", "Interrupt", "ApprovalRequest", "ask_approval",
+    "open_interrupts", "answer_interrupt",
     "RunRecord", "TurnNote", "RUN_RECORD_KEY", "read_record",
     "merge_results", "MergedCoordinator",
     # telemetry switches

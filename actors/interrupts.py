@@ -14,7 +14,7 @@ refused answer raises before anything is written.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
@@ -31,6 +31,9 @@ __all__ = [
     "RunPhase",
     "RunRecord",
     "RunStatus",
+    "FinalStatus",
+    "FINAL_STATUSES",
+    "is_final",
     "TurnNote",
     "MAX_TRAIL",
     "ask_approval",
@@ -48,8 +51,9 @@ _REQUESTS_KEY = "soloist.approval"
 
 #: ``running``: a driver is (or was, until it died) moving the run on; ``waiting``: stopped
 #: on interrupts (open ones, or answered ones not yet resumed); the rest are final.
-RunStatus = Literal["running", "waiting", "complete", "stopped", "max_turns", "cancelled", "failed"]
-FINAL_STATUSES: frozenset[str] = frozenset({"complete", "stopped", "max_turns", "cancelled", "failed"})
+FinalStatus = Literal["complete", "stopped", "max_turns", "cancelled", "failed"]
+RunStatus = Literal["running", "waiting", FinalStatus]
+FINAL_STATUSES: frozenset[str] = frozenset(get_args(FinalStatus))
 #: ``turn``: the next coordinator turn is due; ``vet``: pending calls await the vetting
 #: coordinator; ``calls``: pending calls are vetted and due to be handed off.
 RunPhase = Literal["turn", "vet", "calls"]
@@ -168,6 +172,11 @@ class RunRecord(BaseModel):
     def held_call_ids(self) -> set[str]:
         """Calls that may not run yet: those under an open ``tool_calls`` interrupt."""
         return {c for i in self.open_interrupts() for c in i.call_ids}
+
+
+def is_final(status: RunStatus) -> TypeGuard[FinalStatus]:
+    """Whether a run with this status is over (its coordinators are closed for good)."""
+    return status in FINAL_STATUSES
 
 
 def read_record(state_or_context: Any) -> RunRecord | None:

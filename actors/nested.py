@@ -36,7 +36,7 @@ __all__ = ["OrchestratorCaller"]
 
 
 # Handles of nested runs, per (Ray session, run name): attaching costs a round trip.
-_HANDLES: Table[str, Orchestrator[Any]] = process_registry().table("callers.nested_runs", per_session=True)
+_HANDLES: Table[str, Orchestrator[Any]] = process_registry().nested_runs
 
 
 def _attach(run: str) -> Orchestrator[Any]:

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from actors.interrupts import Interrupt
+from actors.interrupts import FinalStatus, Interrupt
 
 __all__ = ["RunEvent", "RunEventKind", "RunOutcome", "OutcomeStatus"]
 
@@ -17,7 +17,7 @@ __all__ = ["RunEvent", "RunEventKind", "RunOutcome", "OutcomeStatus"]
 RunEventKind = Literal["turn", "low_confidence", "interrupt", "handoffs", "resumed", "finished"]
 
 #: ``waiting``: stopped on open interrupts (answer them, then resume); the rest are final.
-OutcomeStatus = Literal["complete", "stopped", "max_turns", "cancelled", "waiting"]
+OutcomeStatus = Literal["waiting", FinalStatus]
 
 
 class RunEvent(BaseModel):
@@ -43,7 +43,7 @@ class RunEvent(BaseModel):
     handoffs_total: int = 0
     interrupts: tuple[str, ...] = ()
     """``interrupt``: the ids of the interrupts this step opened."""
-    status: str | None = None
+    status: FinalStatus | None = None
     """``finished``: the outcome's status."""
 
 

@@ -17,7 +17,17 @@ from typing import Any
 import ray
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["ClusterInfo", "connect", "ensure_connected", "actor_was_restarted", "SOLOIST_NAMESPACE"]
+from cluster.local_cluster import use_token_auth
+
+__all__ = [
+    "ClusterInfo",
+    "connect",
+    "ensure_connected",
+    "actor_was_restarted",
+    "cluster_address",
+    "node_id",
+    "SOLOIST_NAMESPACE",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -75,6 +85,13 @@ def connect(
     ``RAY_ADDRESS`` is set; ``"auto"`` joins the cluster started on this machine by ``ray
     start``; ``"ray://host:port"`` uses Ray Client; ``"host:port"`` joins a GCS directly.
     Already connected: returns the current connection (arguments are ignored, as in Ray).
+
+    Ray's token authentication: a new local Ray (an embedded one, ``ray start``) requires the
+    token it finds in ``~/.ray/auth_token`` (or ``RAY_AUTH_TOKEN``), writing a new one there
+    when there is none. Joining by ``host:port``, Ray itself sends no token; so when a token
+    is available here (and ``RAY_AUTH_MODE`` is unset) this process is switched to token
+    mode first, and another process's embedded Ray on this machine can be joined by its
+    address. A refused join raises ``ConnectionError`` saying which token to provide.
     """
     if address is not None and not isinstance(address, str):
         raise TypeError(f"connect(address=...) takes a string such as 'auto' or 'ray://host:10001', got {type(address).__name__}")
@@ -99,8 +116,18 @@ def connect(
     else:
         if num_cpus is not None or object_store_memory is not None:
             raise ValueError("num_cpus and object_store_memory size an embedded Ray; a cluster joined by address keeps its own resources")
+        if not address.startswith("ray://"):
+            use_token_auth()
         with _working_directory(None if code_from_cwd else _TRUSTED_DIRECTORY):
-            ray.init(address=address, **kwargs)
+            try:
+                ray.init(address=address, **kwargs)
+            except ConnectionError as exc:
+                raise ConnectionError(
+                    f"could not join the Ray cluster at {address}: {exc}. If that cluster uses Ray's token "
+                    "authentication (the default for a new Ray, an embedded one included), this process must present "
+                    "its token: the same ~/.ray/auth_token as the process that started it (same user and machine), or "
+                    "RAY_AUTH_TOKEN=<token>; check the address too (soloist prints it as `connected to Ray at ...`)"
+                ) from exc
     info = _describe(embedded=embedded)
     _log.info("connected to Ray at %s (%s, %d node(s))", info.address, "embedded" if embedded else "cluster", info.nodes, extra={"component": "cluster"})
     return info
@@ -133,6 +160,21 @@ def ensure_connected() -> None:
     """Start an embedded Ray on first use when nothing is connected, as Ray itself does."""
     if not ray.is_initialized():
         connect()
+
+
+def cluster_address() -> str | None:
+    """The GCS address (``host:port``) of the cluster this process is connected to, or None:
+    what another process passes as ``--address`` / ``connect(address=...)`` to reach it."""
+    if not ray.is_initialized():
+        return None
+    return ray.get_runtime_context().gcs_address or None
+
+
+def node_id() -> str | None:
+    """The id of the Ray node this process runs on (None when not connected)."""
+    if not ray.is_initialized():
+        return None
+    return ray.get_runtime_context().get_node_id()
 
 
 def actor_was_restarted() -> bool:

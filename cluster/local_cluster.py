@@ -46,6 +46,7 @@ __all__ = [
     "record_path",
     "start_local_cluster",
     "stop_local_cluster",
+    "use_token_auth",
 ]
 
 _RECORD = "local-cluster.json"
@@ -234,11 +235,11 @@ def joinable() -> LocalCluster | None:
     if record is None or record.status != "live":
         return None
     if record.token_auth and "RAY_AUTH_MODE" not in os.environ:
-        _use_token_auth()
+        use_token_auth()
     return record
 
 
-def _use_token_auth() -> None:
+def use_token_auth() -> None:
     """Switch this process to Ray's token authentication, as ``ray.init()`` does by itself for
     a cluster it finds with ``address="auto"`` (but not for one given by address)."""
     if _enable_token_auth is None:  # a Ray without token authentication: nothing to switch on

@@ -1,10 +1,15 @@
 """One per-process registry of what this process keeps between calls.
 
-Owns every process-wide table of soloist: the warm semaphore permits and subagent pools of
+Owns every process-wide table of soloist, each a declared attribute of ``ProcessRegistry``
+(not a name looked up at run time): the warm semaphore permits and subagent pools of
 handoffs, the runs that follow those pools' replicas, the keys of callers without a
-``pool_key``, the handles of nested runs, the MCP sessions of subagents and the semaphore
-heartbeats. One object (``process_registry()``) instead of a module global per table, so
-the tables share one lifetime, one lock discipline and one ``statistics()``.
+``pool_key``, the handles of nested runs, the MCP sessions of subagents, the semaphore
+heartbeats, the metrics collector's handle and the stores the runs page keeps open. One
+object (``process_registry()``) instead of a module global per table, so the tables share
+one lifetime, one lock discipline and one ``statistics()``.
+
+Values of the tables that belong to ``actors`` are typed ``Any`` here: ``cluster`` never
+imports ``actors``; the owning module declares the precise type where it reads the table.
 
 Lock discipline: each ``Table`` has its own lock. A lock is held only for the table's dict
 operations and, in ``get_or_create``, for the ``create`` callback (so two threads never
@@ -144,36 +149,31 @@ class RegistryStatistics(BaseModel):
 
 
 class ProcessRegistry:
-    """This process's tables, created on first use by the module that owns each of them."""
+    """This process's tables, one declared attribute each (the owning module in the comment)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()  # guards _tables only (creating a table)
-        self._tables: dict[str, Table[Any, Any] | WeakIdMap[Any]] = {}
+        # actors.handoffs: warm semaphore permits, per run's semaphore scope.
+        self.warm_permits: Table[str, Any] = Table("handoffs.warm_permits", per_session=True)
+        # actors.handoffs.pools: subagent pools by (pool key, skill), the runs following
+        # their replicas, and the keys of callers without a ``pool_key``.
+        self.subagent_pools: Table[tuple[str, str], Any] = Table("handoffs.subagent_pools", per_session=True)
+        self.pool_trackers: Table[tuple[str, str], Any] = Table("handoffs.pool_trackers", per_session=False)
+        self.caller_keys: WeakIdMap[str] = WeakIdMap("handoffs.caller_keys")
+        # actors.callers: MCP sessions of this subagent, handles of nested runs.
+        self.mcp_sessions: Table[tuple[int, str], Any] = Table("callers.mcp_sessions", per_session=False)
+        self.nested_runs: Table[str, Any] = Table("callers.nested_runs", per_session=True)
+        # cluster.semaphore.client: lease heartbeats by (scope, holder).
+        self.semaphore_heartbeats: Table[tuple[str, str], Any] = Table("semaphore.heartbeats", per_session=False)
+        # cluster.metrics: the collector actor's handle (one per Ray session).
+        self.metrics_collector: Table[str, Any] = Table("metrics.collector", per_session=True)
+        # cluster.cli.ui: one open store per path for the runs page's lifetime.
+        self.ui_stores: Table[str, Any] = Table("ui.stores", per_session=False)
 
-    def table(self, name: str, *, per_session: bool = False) -> Table[Any, Any]:
-        """The table called ``name`` (one per process; the owning module names it)."""
-        with self._lock:
-            table = self._tables.get(name)
-            if table is None:
-                table = self._tables[name] = Table(name, per_session=per_session)
-        if not isinstance(table, Table):
-            raise TypeError(f"registry table {name!r} is a {type(table).__name__}, not a Table")
-        return table
-
-    def weak_id_map(self, name: str) -> WeakIdMap[Any]:
-        """The identity-keyed, weak map called ``name``."""
-        with self._lock:
-            table = self._tables.get(name)
-            if table is None:
-                table = self._tables[name] = WeakIdMap(name)
-        if not isinstance(table, WeakIdMap):
-            raise TypeError(f"registry table {name!r} is a {type(table).__name__}, not a WeakIdMap")
-        return table
+    def _tables(self) -> list[Table[Any, Any] | WeakIdMap[Any]]:
+        return [t for t in vars(self).values() if isinstance(t, (Table, WeakIdMap))]
 
     def statistics(self) -> RegistryStatistics:
-        with self._lock:
-            tables = dict(self._tables)
-        return RegistryStatistics(tables={name: len(t) for name, t in sorted(tables.items())})
+        return RegistryStatistics(tables={t.name: len(t) for t in sorted(self._tables(), key=lambda t: t.name)})
 
 
 _REGISTRY = ProcessRegistry()

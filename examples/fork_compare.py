@@ -15,7 +15,7 @@ import argparse
 import asyncio
 import sys
 
-from actors import Orchestrator, Run, ask_approval
+from actors import Orchestrator, Run, answer_interrupt, ask_approval, open_interrupts
 from cluster import connect
 from coordinators import AgentState, ContextSnapshot, CoordinatorResult, TransitionBatch
 
@@ -53,9 +53,9 @@ async def main(store: str | None) -> int:
         try:
             same = (await fork.snapshot()).model_dump_json() == (await original.state_at(at)).model_dump_json()
             print(f"fork equals the original at version {at}: {same}")
-            (ask,) = await original.interrupts()
-            await original.answer(ask.id, approve=True)
-            await fork.answer(ask.id, approve=False, reason="keep prices")
+            (ask,) = await open_interrupts(original)
+            await answer_interrupt(original, ask.id, approve=True)
+            await answer_interrupt(fork, ask.id, approve=False, reason="keep prices")
             approved = await Run(original, coordinators, first="pricer", fallback="auditor").resume()
             rejected = await Run(fork, coordinators, first="pricer", fallback="auditor").resume()
             print(f"approved branch: price={approved.state['price']} audit={approved.state['audit']!r}")

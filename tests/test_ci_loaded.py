@@ -6,13 +6,15 @@ The real ``.ci/run`` takes twenty minutes, so each test copies ``.ci/loaded`` be
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
+
+from tests._waits import eventually
 
 LOADED = Path(__file__).resolve().parents[1] / ".ci" / "loaded"
 
@@ -45,14 +47,13 @@ def _seen(checkout: Path) -> list[list[int]]:
 
 
 def _wait_gone(pids: set[int]) -> set[int]:
-    """The pids still alive once they are all gone, or after 30 s (a generous bound: the
-    loops are killed before .ci/loaded exits, and only need reaping)."""
-    deadline = time.monotonic() + 30
-    alive = pids
-    while alive and time.monotonic() < deadline:
-        alive = {p for p in alive if Path(f"/proc/{p}").exists() and "Z" not in _state(p)}
-        time.sleep(0.05)
-    return alive
+    """The pids still alive once they are all gone (the loops are killed before .ci/loaded
+    exits, and only need reaping); fails after 30 s, a generous bound."""
+
+    async def alive() -> set[int]:
+        return {p for p in pids if Path(f"/proc/{p}").exists() and "Z" not in _state(p)}
+
+    return asyncio.run(eventually(alive, lambda still: not still, "the busy loops to exit", timeout=30))
 
 
 def _state(pid: int) -> str:

@@ -37,6 +37,7 @@ from actors.exceptions import (
     LlmUnavailable,
 )
 from coordinators import TransitionBatch
+from coordinators.builtin import TASK_TYPES
 
 __all__ = [
     "LlmConfig", "LlmCaller", "ChatMessage", "ToolSpec", "ChatInput", "ChatOutput", "ToolCallRequest", "Usage",
@@ -44,7 +45,6 @@ __all__ = [
 ]
 
 ENV_BASE_URL, ENV_MODEL, ENV_API_KEY = "SOLOIST_LLM_BASE_URL", "SOLOIST_LLM_MODEL", "OPENAI_API_KEY"
-TASK_TYPES = ("locate_definition", "find_usages", "trace_imports", "explain", "general")
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 

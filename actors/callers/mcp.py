@@ -172,7 +172,7 @@ def _describe(exc: BaseException) -> str:
 
 # One session per (event loop, server) in this process: subagent actors reuse it across
 # calls. Lives in the per-process registry (see ``cluster.process``).
-_CONNECTIONS: Table[tuple[int, str], _Connection] = process_registry().table("callers.mcp_sessions")
+_CONNECTIONS: Table[tuple[int, str], _Connection] = process_registry().mcp_sessions
 
 
 def _connection(server: McpServer) -> _Connection:

@@ -206,7 +206,7 @@ class WarmPermits:
 
 # This process's warm permits, per (Ray session, scope). In a subagent replica they are
 # the replica's guarded leases; a driver process never holds any (it holds no permit).
-_PERMITS: Table[str, WarmPermits] = process_registry().table("handoffs.warm_permits", per_session=True)
+_PERMITS: Table[str, WarmPermits] = process_registry().warm_permits
 
 
 def permits_for(scope: str, owner: Any = None) -> WarmPermits:

@@ -15,7 +15,7 @@ import asyncio
 import functools
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Generic, TypeVar
 
 import ray
@@ -36,6 +36,7 @@ from actors.handoffs._fanout import LANE_DEPTH, Fanout
 from actors.handoffs.pools import SubagentPool, pool_for
 from actors.handoffs.replica import HandoffRequest, SubagentReply, retired_exit
 from actors.handoffs.settings import HandoffSettings, HandoffTarget
+from cluster.semaphore import ClusterSemaphore
 
 __all__ = ["Call", "Result", "handoff", "parallel_handoff"]
 
@@ -178,6 +179,7 @@ async def _send(pool: SubagentPool, request: HandoffRequest, fanout: Fanout | No
             pool.retired(slot, actor)
             return SubagentReply(retired=True)
         pool.forget(slot, actor)
+        ClusterSemaphore.report_lost(request.scope, actor)  # its semaphore asks Ray now, not a TTL later
         raise SubagentLost(request.skill, f"handoff {request.skill!r}: the subagent serving it was lost ({type(exc).__name__}); retry the call") from exc
     finally:
         pool.returned(slot)
@@ -305,7 +307,8 @@ async def handoff(orch: HandoffTarget, call: Call, out_type: type[Out], *, timeo
 
 
 async def parallel_handoff(
-    orch: HandoffTarget, calls: Iterable[Call], out_type: type[Out], *, timeout: float | None = None
+    orch: HandoffTarget, calls: Iterable[Call], out_type: type[Out], *, timeout: float | None = None,
+    on_result: Callable[[Result[Out]], Awaitable[None]] | None = None,
 ) -> list[Result[Out]]:
     """Run every call, at most the run's cap in flight across the whole cluster.
 
@@ -319,6 +322,11 @@ async def parallel_handoff(
     returned (``actors.handoffs._fanout``). A call still waiting when another lane has gone
     idle moves there; a call that has started never runs again. A subagent that is lost
     fails its running call and the one waiting behind it, with ``SubagentLost``.
+
+    ``on_result`` (optional) is awaited with each item's ``Result`` the moment it returns,
+    before the batch ends (e.g. to commit it at once, so a crash mid-batch loses no finished
+    item). It runs in the item's lane: the lane takes its next call once it has returned. If
+    it raises, the batch fails with that error (the other items are cancelled).
     """
     _check_orchestrator(orch)
     calls = list(calls)
@@ -344,9 +352,12 @@ async def parallel_handoff(
             try:
                 output = await _dispatch(run, call, out_type, limit=cap, timeout=timeout, fanout=fanout)
             except Exception as exc:
-                results[index] = Result(index=index, error=exc)
+                result: Result[Out] = Result(index=index, error=exc)
             else:
-                results[index] = Result(index=index, output=output)
+                result = Result(index=index, output=output)
+            results[index] = result
+            if on_result is not None:
+                await on_result(result)
         if fanout is not None:
             await fanout.rebalance()
 

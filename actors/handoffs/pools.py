@@ -176,13 +176,13 @@ class SubagentPool:
 
 # Every table below lives in the per-process registry (see ``cluster.process``).
 # (caller key, skill) -> pool, per Ray session: handles of a previous ``ray.init`` are useless.
-_POOLS: Table[tuple[str, str], SubagentPool] = process_registry().table("handoffs.subagent_pools", per_session=True)
+_POOLS: Table[tuple[str, str], SubagentPool] = process_registry().subagent_pools
 # (caller key, run name) -> orchestrator actor: the runs whose managed-agent records follow
 # the replicas this process creates for that caller.
-_TRACKERS: Table[tuple[str, str], Any] = process_registry().table("handoffs.pool_trackers")
+_TRACKERS: Table[tuple[str, str], Any] = process_registry().pool_trackers
 # Pool keys of plain callers (a digest of the pickle), weakly held; "" for a ``PooledCaller``,
 # whose own ``pool_key`` is read on every call (a registry's changes when a skill is added).
-_CALLER_KEYS: WeakIdMap[str] = process_registry().weak_id_map("handoffs.caller_keys")
+_CALLER_KEYS: WeakIdMap[str] = process_registry().caller_keys
 
 
 def _caller_key(caller: Any) -> str:

@@ -40,13 +40,16 @@ from actors.orchestrator._history import read_history, retention_floor, state_at
 from actors.orchestrator._json_clean import clean_json
 from actors.orchestrator._recovery import journal_entry, restore_or_create
 from actors.orchestrator.changes import Change, ChangeKind
-from actors.orchestrator.spec import OrchestratorStatistics, RunSpec
-from cluster.connect import actor_was_restarted
+from actors.orchestrator.spec import OrchestratorStatistics, RunDescription, RunSpec
+from cluster.connect import actor_was_restarted, cluster_address, node_id
+from cluster.storage import RunLockedElsewhere
 from coordinators import AgentState, ContextSnapshot, StateTransition, reduce, shared_records
 
 __all__ = ["OrchestratorActor"]
 
 _REQUEST_MEMORY = 50_000  # request id -> version, most recent first, for exactly-once
+_CLAIM_SECONDS = 2.0  # how long a claim waits out a brief lock (another process's transaction)
+_PEER_EXIT_SECONDS = 60.0  # how long it waits for a dying actor of this run on this cluster to exit
 
 
 class OrchestratorActor:
@@ -85,7 +88,12 @@ class OrchestratorActor:
         self._store = spec.open_store()
         self._restarted = actor_was_restarted()
         if self._store is not None:
-            version, state, requests, changes, checkpoint_version = restore_or_create(self._store, spec)
+            try:
+                self._claim_run()
+                version, state, requests, changes, checkpoint_version = restore_or_create(self._store, spec)
+            except BaseException:
+                self._store.close()  # gives the claim up at once: this actor never starts
+                raise
             self._committed = self._head = (version, state)
             self._last_checkpoint = checkpoint_version
             for request_id, v in requests:
@@ -184,18 +192,10 @@ class OrchestratorActor:
             store, name = self._store, self._name
             await self._run_io(lambda: store.update_run_metadata(name, facts))
 
-    async def describe(self) -> dict[str, Any]:
+    async def describe(self) -> RunDescription:
         """What another handle needs to work with this run (never the token)."""
-        return {
-            "name": self._name,
-            "max_parallel": self._max_parallel_requested,
-            "semaphore_scope": self._spec.semaphore_scope,
-            "caller": self._spec.caller,
-            "state_type": type(self._committed[1]),
-            "checkpoint_every": self._spec.checkpoint_every,
-            "keep_versions": self._spec.keep_versions,
-            "keep_days": self._spec.keep_days,
-        }
+        return self._spec.described().model_copy(update={"name": self._name, "max_parallel": self._max_parallel_requested,
+                                                         "state_type": type(self._committed[1])})
 
     async def statistics(self) -> OrchestratorStatistics:
         return OrchestratorStatistics(
@@ -421,6 +421,27 @@ class OrchestratorActor:
             self._store.compact(self._name, keep_from=floor)
 
     # --------------------------------------------------------------- internals
+
+    def _claim_run(self) -> None:
+        """Become the run's one writer in its store before reading it (a store that can hold
+        claims: SQLite). Another process writing the run refuses this actor at once with
+        ``RunLockedElsewhere`` naming it; a holder on this same cluster is an actor of this
+        run being torn down (a live one would have been found by name), so it is waited for."""
+        claim = getattr(self._store, "claim_writer", None)
+        if claim is None:
+            return
+        address = cluster_address()
+        holder = {"address": address, "node": node_id()}
+        deadline = time.monotonic() + _PEER_EXIT_SECONDS
+        while True:
+            try:
+                claim(self._name, holder=holder, timeout=_CLAIM_SECONDS)
+                return
+            except RunLockedElsewhere as exc:
+                if exc.holder.get("address") != address or time.monotonic() > deadline:
+                    self._log.warning("refused: %s", exc)
+                    raise
+                self._log.info("waiting for the previous actor of this run to exit: %s", exc)
 
     def _check_token(self, token: str) -> None:
         if not hmac.compare_digest(str(token or ""), self._token):

@@ -15,21 +15,12 @@ from pydantic import BaseModel
 from actors.orchestrator._recovery import replay_from
 from actors.orchestrator.changes import Change
 from actors.exceptions import HistoryCompacted
-from cluster.storage import JournalEntry, JournalGap, Store, VersionCompacted
-from coordinators import StateTransition
+from cluster.storage import JournalGap, Store, VersionCompacted
 
 __all__ = ["read_history", "state_at", "retention_floor"]
 
 _SECONDS_PER_DAY = 86_400.0
 
-
-def _change(entry: JournalEntry) -> Change:
-    if entry.kind == "batch":
-        transitions = tuple(StateTransition.model_validate(t) for t in entry.payload)
-        return Change(seq=0, version=entry.version, kind="batch", transitions=transitions, at=entry.created_at,
-                      request_id=entry.request_id)
-    return Change(seq=0, version=entry.version, kind="fn", at=entry.created_at, request_id=entry.request_id,
-                  diff=entry.payload)
 
 
 def read_history(store: Store, run: str, since: int, until: int) -> list[Change]:
@@ -38,7 +29,7 @@ def read_history(store: Store, run: str, since: int, until: int) -> list[Change]
     oldest = store.oldest_version(run)
     if since < oldest:
         raise HistoryCompacted(run, since, oldest)
-    changes = [_change(e) for e in store.entries(run, since, until)]
+    changes = [Change.of_entry(e) for e in store.entries(run, since, until)]
     if [c.version for c in changes] != list(range(since + 1, until + 1)):
         # Compaction cannot remove rows above the oldest checkpoint, so this is a damaged store.
         have = [c.version for c in changes]

@@ -17,9 +17,9 @@ from actors.exceptions import OrchestratorNotFound
 from actors.orchestrator._actor import OrchestratorActor
 from actors.orchestrator.spec import RunSpec
 from cluster.connect import SOLOIST_NAMESPACE
-from cluster.storage import open_store
+from cluster.storage import RunLockedElsewhere, open_store
 
-__all__ = ["actor_name", "start_actor", "prepare_store", "stored_token", "translate_creation_error"]
+__all__ = ["actor_name", "start_actor", "prepare_store", "stored_token", "translate_creation_error", "writer_elsewhere"]
 
 _RemoteOrchestrator = ray.remote(OrchestratorActor)
 
@@ -121,3 +121,23 @@ def translate_creation_error(exc: BaseException, name: str) -> BaseException:
     if isinstance(cause, BaseException) and not isinstance(cause, ray.exceptions.RayError):
         return cause
     return RuntimeError(f"orchestrator {name!r} failed to start: {exc}")
+
+
+def writer_elsewhere(store: Any, name: str) -> RunLockedElsewhere | None:
+    """After an actor failed to start on ``store``: the ``RunLockedElsewhere`` that explains
+    it when another process holds the run open for writing (Ray reports an actor's creation
+    error only as text), else None."""
+    if store is None or hasattr(store, "append"):
+        return None
+    opened = open_store(store)
+    try:
+        check = getattr(opened, "check_writer", None)
+        if check is None:
+            return None
+        try:
+            check(name)
+        except RunLockedElsewhere as exc:
+            return exc
+        return None
+    finally:
+        opened.close()

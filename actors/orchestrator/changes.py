@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from cluster.storage import JournalEntry
 from coordinators import StateTransition
 
 __all__ = ["Change", "ChangeKind"]
@@ -35,3 +36,13 @@ class Change(BaseModel):
     agent: dict[str, Any] | None = None
     request_id: str | None = None
     diff: Any = None
+
+    @classmethod
+    def of_entry(cls, entry: JournalEntry) -> Change:
+        """The change a stored journal entry records (as ``history`` returns it)."""
+        if entry.kind == "batch":
+            transitions = tuple(StateTransition.model_validate(t) for t in entry.payload)
+            return cls(seq=0, version=entry.version, kind="batch", transitions=transitions, at=entry.created_at,
+                       request_id=entry.request_id)
+        return cls(seq=0, version=entry.version, kind="fn", at=entry.created_at, request_id=entry.request_id,
+                   diff=entry.payload)

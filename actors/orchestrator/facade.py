@@ -41,13 +41,16 @@ from actors.orchestrator._launch import (
     start_actor,
     stored_token,
     translate_creation_error,
+    writer_elsewhere,
 )
 from actors.orchestrator._recovery import stored_run_spec
 from actors.orchestrator.changes import Change
-from actors.interrupts import Interrupt, answer_batch, read_record
-from actors.orchestrator.spec import DEFAULT_KEEP_VERSIONS, DURABILITY_MODES, OrchestratorStatistics, RunSpec
+from actors.agents.managed import AgentConfig, AgentKind, Lifecycle
+from actors.callers.protocol import ToolCaller
+from actors.orchestrator.spec import DEFAULT_KEEP_VERSIONS, DURABILITY_MODES, OrchestratorStatistics, RunDescription, RunSpec
 from cluster.connect import ensure_connected
 from cluster.semaphore import ClusterSemaphore
+from cluster.storage import Store
 from coordinators import ContextSnapshot, StateTransition, TransitionBatch
 
 __all__ = ["Orchestrator", "DEFAULT_MAX_PARALLEL", "HARD_MAX_PARALLEL", "actor_name"]
@@ -108,9 +111,9 @@ class Orchestrator(Generic[S]):
         self,
         initial: S,
         *,
-        caller: Any = None,
+        caller: ToolCaller | None = None,
         name: str | None = None,
-        store: Any = None,
+        store: str | Store | None = None,
         durability: str = "sync",
         max_parallel: int = DEFAULT_MAX_PARALLEL,
         semaphore_scope: str | None = None,
@@ -157,39 +160,59 @@ class Orchestrator(Generic[S]):
         except Exception as exc:  # Ray could not pickle the spec: name the culprit, or re-raise as is
             _explain_pickling_failure(exc, initial=initial, caller=caller)
             raise
-        self._init_handle(handle, spec.name, spec.token, caller=caller, state_type=type(initial),
-                          max_parallel=max_parallel, semaphore_scope=spec.semaphore_scope, durable=store_spec is not None)
+        self._bind(handle, spec.described(), spec.token, durable=store_spec is not None)
         self._wait_ready()
         self._track_agents()
 
     # ------------------------------------------------------------ construction
 
-    def _init_handle(
-        self,
-        handle: Any,
-        name: str,
-        token: str | None,
-        *,
-        caller: Any,
-        state_type: type[BaseModel] | None,
-        max_parallel: int,
-        semaphore_scope: str,
-        durable: bool,
-    ) -> None:
-        self._actor = handle
-        self._name = name
-        self._token = token  # the owner's capability; None for a read-only handle
-        self._caller = caller
-        self._state_type = state_type
-        self._max_parallel = max_parallel  # as requested; the effective cap is clamped
-        self._semaphore_scope = semaphore_scope
+    # Every handle is one of these fields, set in one place (``_bind``): by the constructor,
+    # and through ``_handle`` by attach, a restart from the store, ``delegate`` and unpickling.
+    _actor: Any  # the run's actor (a Ray actor handle)
+    _described: RunDescription  # what the run is: name, caller, state type, scope, retention
+    _name: str
+    _token: str | None  # the owner's capability; None for a read-only handle
+    _delegated: bool  # the owner handed this handle out on purpose: it keeps the token when pickled
+    _caller: ToolCaller | None
+    _state_type: type[BaseModel] | None
+    _max_parallel: int  # as requested; the effective cap is clamped
+    _semaphore_scope: str
+    _durable: bool  # the actor restarts from a store: calls are retried while it is unavailable
+    _closed: bool
+    _stops_actor: bool  # close() stops the actor (False for a handle that borrows a live run)
+    _semaphore_joined: bool  # this handle has joined the run's semaphore scope (at its first handoff)
+    _join_lock: threading.Lock
+    _logger: logging.LoggerAdapter[logging.Logger]
+    _tracer: Any  # an OpenTelemetry tracer, or None
+
+    @classmethod
+    def _handle(cls, actor: Any, described: RunDescription, token: str | None, *, durable: bool,
+                delegated: bool = False) -> Orchestrator[Any]:
+        """A handle of the live ``actor``: the one way to build one outside the constructor."""
+        self = cls.__new__(cls)
+        self._bind(actor, described, token, durable=durable, delegated=delegated)
+        return self
+
+    def _bind(self, actor: Any, described: RunDescription, token: str | None, *, durable: bool,
+              delegated: bool = False) -> None:
+        self._actor = actor
+        self._described = described
+        self._name = described.name
+        self._token = token
+        self._delegated = delegated
+        self._caller = described.caller
+        self._state_type = described.state_type
+        self._max_parallel = described.max_parallel
+        self._semaphore_scope = described.semaphore_scope
         self._durable = durable
         self._closed = False
-        # Whether this handle has joined the run's semaphore scope (at its first handoff).
+        # Whether close() stops the actor: True for the handle that started it; False for a
+        # handle that attached to a run some other process drives (it only borrows it).
+        self._stops_actor = True
         self._semaphore_joined = False
         self._join_lock = threading.Lock()
-        self._logger: logging.LoggerAdapter[logging.Logger] = _component_logger(logging.getLogger("soloist.orchestrator"), name)
-        self._tracer: Any = None
+        self._logger = _component_logger(logging.getLogger("soloist.orchestrator"), described.name)
+        self._tracer = None
 
     def _wait_ready(self) -> None:
         try:
@@ -203,6 +226,13 @@ class Orchestrator(Generic[S]):
 
         With ``store`` the handle may write (whoever can open the run's store owns it); a
         live run attached without it (and without ``token``) gives a read-only handle.
+
+        A handle to a live run only borrows it: its ``close()`` releases the handle and leaves
+        the run and its actor to whoever drives them. A handle that restarted the run from
+        ``store`` started its actor, and its ``close()`` stops it. A run has one writer: when
+        another process (on another Ray cluster) has the run open, restarting it here is
+        refused with ``cluster.storage.RunLockedElsewhere``, whose message names that
+        process and its cluster's address (connect there to reach the live run).
         """
         if not isinstance(name, str) or not name.strip():
             raise ValueError(f"attach() needs the run's name, got {name!r}")
@@ -236,22 +266,25 @@ class Orchestrator(Generic[S]):
 
     @classmethod
     def _wrap(cls, handle: Any, name: str, token: str | None) -> "Orchestrator[Any]":
-        info = ray.get(getattr(handle, OrchestratorActor.describe.__name__).remote())
-        self = cls.__new__(cls)
-        self._init_handle(handle, name, token, caller=info["caller"], state_type=info["state_type"],
-                          max_parallel=info["max_parallel"], semaphore_scope=info["semaphore_scope"], durable=True)
+        described: RunDescription = ray.get(getattr(handle, OrchestratorActor.describe.__name__).remote())
+        self = cls._handle(handle, described.model_copy(update={"name": name}), token, durable=True)
+        self._stops_actor = False  # borrowed: the run belongs to the process that drives it
         self._track_agents()
         return self
 
     @classmethod
-    def _restart_from_store(cls, name: str, store: Any, durability: str, token: str | None) -> "Orchestrator[Any]":
+    def _restart_from_store(cls, name: str, store: str | Store, durability: str, token: str | None) -> "Orchestrator[Any]":
         store_spec = prepare_store(store, name, durability, creating=False)
         spec = stored_run_spec(store_spec, name, durability)
         handle = start_actor(spec, detached=False)
-        self = cls.__new__(cls)
-        self._init_handle(handle, name, spec.token, caller=spec.caller, state_type=type(spec.initial),
-                          max_parallel=spec.max_parallel, semaphore_scope=spec.semaphore_scope, durable=True)
-        self._wait_ready()
+        self = cls._handle(handle, spec.described(), spec.token, durable=True)
+        try:
+            self._wait_ready()
+        except RuntimeError:
+            elsewhere = writer_elsewhere(store_spec, name)  # another process writes the run: say which
+            if elsewhere is not None:
+                raise elsewhere from None
+            raise
         self._track_agents()
         return self
 
@@ -263,15 +296,17 @@ class Orchestrator(Generic[S]):
     def delegate(self) -> "Orchestrator[S]":
         """A copy of this handle that keeps write access when pickled (explicit capability)."""
         self._require_owner("delegate()")
-        twin = self.__class__.__new__(self.__class__)
-        twin.__dict__.update(self.__dict__)
-        twin._delegated = True
+        twin = self._handle(self._actor, self._current(), self._token, durable=self._durable, delegated=True)
+        twin._logger, twin._tracer = self._logger, self._tracer
         return twin
 
+    def _current(self) -> RunDescription:
+        """The run as this handle knows it now (the cap may have changed since it was built)."""
+        return self._described.model_copy(update={"max_parallel": self._max_parallel})
+
     def __reduce__(self) -> Any:
-        token = self._token if getattr(self, "_delegated", False) else None
-        return (_rebuild, (self._actor, self._name, token, self._caller, self._state_type, self._max_parallel,
-                           self._semaphore_scope, self._durable, getattr(self, "_delegated", False)))
+        token = self._token if self._delegated else None
+        return (_rebuild, (self._actor, self._current(), token, self._durable, self._delegated))
 
     def __repr__(self) -> str:
         mode = "owner" if self._token else "read-only"
@@ -284,7 +319,7 @@ class Orchestrator(Generic[S]):
         return self._name
 
     @property
-    def caller(self) -> Any:
+    def caller(self) -> ToolCaller | None:
         """The ``ToolCaller`` this run hands off through (None without one)."""
         return self._caller
 
@@ -327,6 +362,11 @@ class Orchestrator(Generic[S]):
     async def context(self) -> ContextSnapshot:
         """A deeply immutable ``ContextSnapshot`` of the committed ``AgentState``."""
         return await self._call(OrchestratorActor.context)
+
+    async def describe(self) -> RunDescription:
+        """What the run is (name, caller, state type, cap, semaphore scope, retention), as its
+        actor reports it now; never the token."""
+        return await self._call(OrchestratorActor.describe)
 
     async def statistics(self) -> OrchestratorStatistics:
         return await self._call(OrchestratorActor.statistics)
@@ -412,7 +452,7 @@ class Orchestrator(Generic[S]):
         self._require_owner("apply_batch()")
         return await self._call(OrchestratorActor.apply_batch, self._token, _request_id(request_id), transitions, expected_version)
 
-    # ------------------------------------------------- history, forks, interrupts
+    # ------------------------------------------------------- history, forks
 
     async def history(self, since: int = 0, until: int | None = None) -> list[Change]:
         """Committed changes with ``since < version <= until`` (None: up to the last one), from
@@ -428,7 +468,7 @@ class Orchestrator(Generic[S]):
         _check_version("version", version)
         return await self._call(OrchestratorActor.state_at, version)
 
-    async def fork(self, new_name: str, *, at_version: int, store: Any = None) -> "Orchestrator[S]":
+    async def fork(self, new_name: str, *, at_version: int, store: str | Store | None = None) -> "Orchestrator[S]":
         """A new run named ``new_name`` whose state is exactly this run's state at ``at_version``.
 
         The new run starts at version 0 with that state, the same caller, cap and retention;
@@ -445,48 +485,33 @@ class Orchestrator(Generic[S]):
         stats = await self.statistics()
         if store is None:
             store = stats.store
-        info = await self._call(OrchestratorActor.describe)
+        info = await self.describe()
         return await asyncio.to_thread(
             Orchestrator, state, caller=self._caller, name=new_name, store=store, durability=stats.durability,
-            max_parallel=self._max_parallel, checkpoint_every=info.get("checkpoint_every", 1_000),
-            keep_versions=info.get("keep_versions", DEFAULT_KEEP_VERSIONS), keep_days=info.get("keep_days"),
+            max_parallel=self._max_parallel, checkpoint_every=info.checkpoint_every,
+            keep_versions=info.keep_versions, keep_days=info.keep_days,
             _metadata={"forked_from": self._name, "forked_at": at_version},
         )
 
-    async def interrupts(self) -> list[Interrupt]:
-        """The open interrupts of the run (oldest first); [] when nothing waits for an answer."""
-        _, state = await self.versioned_snapshot()
-        record = read_record(state)
-        return record.open_interrupts() if record is not None else []
+    # ------------------------------------------------------- run bookkeeping
+    # The declared surface the run layer (``actors.run.Run``) reports through: facts kept in
+    # the run's store entry and its managed-agent records, not run state (no version moves).
 
-    async def answer(self, interrupt_id: str, *, approve: bool, reason: str | None = None) -> int:
-        """Answer one open interrupt; return the version that records the answer.
-
-        Approving a held turn applies its transitions in that version; rejecting tool calls
-        closes them with an error result carrying ``reason``. The run moves on when it is
-        resumed (``Run.resume``, ``soloist run --resume``). An interrupt that is not open here
-        (unknown, another run's, already answered) raises ``InterruptNotOpen`` (a subclass
-        says which) and nothing is written.
-        """
-        if not isinstance(interrupt_id, str) or not interrupt_id:
-            raise TypeError(f"answer() takes the interrupt's id (a string), got {interrupt_id!r}")
-        if not isinstance(approve, bool):
-            raise TypeError(f"answer(approve=...) takes True or False, got {approve!r}")
-        if reason is not None and not isinstance(reason, str):
-            raise TypeError(f"answer(reason=...) takes a string or None, got {type(reason).__name__}")
-        self._require_owner("answer()")
-        while True:
-            version, state = await self.versioned_snapshot()
-            batch = answer_batch(self._name, read_record(state), interrupt_id, approve, reason, version + 1)
-            try:
-                return await self.apply_batch(batch, expected_version=version)
-            except VersionConflict:
-                continue  # a write landed in between: check the interrupt again on the new state
-
-    async def _mark_run(self, **facts: Any) -> None:
-        """Runtime bookkeeping (runs): facts kept in the run's store entry (status for gc)."""
-        self._require_owner("_mark_run()")
+    async def mark_run(self, status: str, *, finished: bool = False) -> None:
+        """Record the run's ``status`` in its store entry, with the time as ``finished_at``
+        (``finished``: ``soloist gc`` reads it) or ``updated_at``. Owner's handle only."""
+        self._require_owner("mark_run()")
+        facts: dict[str, Any] = {"status": status, ("finished_at" if finished else "updated_at"): time.time()}
         await self._call(OrchestratorActor.mark_run, self._token, facts)
+
+    async def agent_created(self, agent_id: str, kind: AgentKind, config: AgentConfig, handle: Any) -> None:
+        """An actor of the run (a coordinator, a subagent) was (re-)created: its record goes
+        ``initializing`` then ``idle``, with how to re-create it after a restart."""
+        await self._call(OrchestratorActor.agent_created, agent_id, kind, config, handle)
+
+    async def agent_changed(self, agent_id: str, lifecycle: Lifecycle, last_error: str | None = None) -> None:
+        """An agent of the run changed lifecycle (``IllegalLifecycleTransition`` if it may not)."""
+        await self._call(OrchestratorActor.agent_changed, agent_id, lifecycle, last_error)
 
     # -------------------------------------------------------- managed agents
 
@@ -524,8 +549,17 @@ class Orchestrator(Generic[S]):
         self._tracer = tracer
 
     async def close(self) -> None:
-        """Stop the actor. A durable run can be attached again later with its store."""
+        """Stop the actor. A durable run can be attached again later with its store.
+
+        A handle that ``attach`` gave for a run that was already live only releases itself:
+        the run goes on untouched (reading or answering a run never ends someone else's run).
+        """
         if self._closed:
+            return
+        if not self._stops_actor:
+            # Pool tracking is keyed by run, not by handle: the run's actor still lives (and an
+            # owner's handle in this process may still use the same entry), so it stays.
+            self._closed = True
             return
         self._require_owner("close()")
         self._closed = True
@@ -542,14 +576,6 @@ class Orchestrator(Generic[S]):
         once, or when the work of its last held leases has returned)."""
         outcome = await ClusterSemaphore.leave_run(self._semaphore_scope, self._name)
         self._logger.debug("left semaphore %s: %s", self._semaphore_scope, outcome or "already gone")
-
-    async def _agent_created(self, agent_id: str, kind: str, config: Any, handle: Any) -> None:
-        """Runtime bookkeeping (run loops): an actor of the run was (re-)created."""
-        await self._call(OrchestratorActor.agent_created, agent_id, kind, config, handle)
-
-    async def _agent_changed(self, agent_id: str, lifecycle: str, last_error: str | None = None) -> None:
-        """Runtime bookkeeping (run loops): an agent of the run changed lifecycle."""
-        await self._call(OrchestratorActor.agent_changed, agent_id, lifecycle, last_error)
 
     # ------------------------------------------------------------- internals
 
@@ -623,11 +649,6 @@ def _component_logger(logger: logging.Logger, name: str) -> logging.LoggerAdapte
     return _ComponentLogger(logger, {"component": "agent-orchestrator", "orchestrator": name})
 
 
-def _rebuild(actor: Any, name: str, token: str | None, caller: Any, state_type: Any, max_parallel: int,
-             semaphore_scope: str, durable: bool, delegated: bool) -> Orchestrator[Any]:
-    self = Orchestrator.__new__(Orchestrator)
-    self._init_handle(actor, name, token, caller=caller, state_type=state_type, max_parallel=max_parallel,
-                      semaphore_scope=semaphore_scope, durable=durable)
-    if delegated:
-        self._delegated = True
-    return self
+def _rebuild(actor: Any, described: RunDescription, token: str | None, durable: bool, delegated: bool) -> Orchestrator[Any]:
+    """Unpickle a handle (``Orchestrator.__reduce__``)."""
+    return Orchestrator._handle(actor, described, token, durable=durable, delegated=delegated)

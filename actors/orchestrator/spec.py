@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
-from cluster.storage import Durability, open_store
+from actors.callers.protocol import ToolCaller
+from cluster.storage import Durability, Store, open_store
 
-__all__ = ["RunSpec", "OrchestratorStatistics", "DURABILITY_MODES", "DEFAULT_KEEP_VERSIONS"]
+__all__ = ["RunSpec", "RunDescription", "OrchestratorStatistics", "DURABILITY_MODES", "DEFAULT_KEEP_VERSIONS"]
 
 #: Versions kept readable by default (history, fork): bounded, so a long run's store is too.
 DEFAULT_KEEP_VERSIONS = 10_000
@@ -27,11 +28,11 @@ class RunSpec(BaseModel):
     token: str = Field(repr=False)
     """The owner's capability: every write must present it. Never logged or stored in records."""
     initial: BaseModel
-    store: Any = None
+    store: SkipValidation[str | Store | None] = None
     """A path (str) or a store object, or None for memory only."""
     durability: Durability = "sync"
     max_parallel: int = 4
-    caller: Any = None
+    caller: SkipValidation[ToolCaller | None] = None
     semaphore_scope: str
     checkpoint_every: int = 1_000
     keep_versions: int | None = DEFAULT_KEEP_VERSIONS
@@ -52,10 +53,34 @@ class RunSpec(BaseModel):
             return None
         return self.store if isinstance(self.store, str) else getattr(self.store, "path", None)
 
+    def described(self) -> RunDescription:
+        """What a handle of this run needs (everything but the token)."""
+        return RunDescription(name=self.name, max_parallel=self.max_parallel, semaphore_scope=self.semaphore_scope,
+                              caller=self.caller, state_type=type(self.initial), checkpoint_every=self.checkpoint_every,
+                              keep_versions=self.keep_versions, keep_days=self.keep_days)
+
     def open_store(self) -> Any:
         if self.store is None:
             return None
         return open_store(self.store, durability=self.durability)
+
+
+class RunDescription(BaseModel):
+    """A run as its handles see it: what the actor's ``describe()`` answers (never the token)
+    and what every ``Orchestrator`` handle is built from."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    name: str
+    max_parallel: int
+    """The cap as requested (``set_max_parallel``); handles clamp it."""
+    semaphore_scope: str
+    caller: SkipValidation[ToolCaller | None] = None
+    state_type: SkipValidation[type[BaseModel] | None] = None
+    """The run's state model (None: unknown to this handle)."""
+    checkpoint_every: int = 1_000
+    keep_versions: int | None = DEFAULT_KEEP_VERSIONS
+    keep_days: float | None = None
 
 
 class OrchestratorStatistics(BaseModel):

@@ -15,8 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from actors import Orchestrator, Run, RunEvent, RunOutcome, SkillRegistry
 from actors.builtin import CODE_SKILLS
-from actors.callers.composite import CompositeCaller
-from actors.callers.llm import LlmCaller
+from actors import CompositeCaller, LlmCaller
 from coordinators import AgentState, TransitionBatch
 from coordinators.builtin import DEFAULT_FIRST, default_coordinators
 from coordinators.builtin.model import llm_coordinators

@@ -19,8 +19,8 @@ from typing import Any
 import ray
 from rich.console import Console
 
-from actors.callers.llm import LlmConfig, LlmConfigError
-from cluster.cli.bench import add_bench_command
+from actors import LlmConfig, LlmConfigError
+from cluster.cli.bench import add_bench_command, run_bench
 from cluster.cli.json_stdout import stdout_reserved
 from cluster.local_cluster import joinable, local_cluster, record_path, start_local_cluster, stop_local_cluster
 from cluster.cli.explore import explore
@@ -28,8 +28,7 @@ from cluster.cli.report import LiveProgress, render_report
 from cluster.cli.runs import add_run_commands, report_waiting, resume_command
 from cluster.cli.status import collect_status, render_status
 from cluster.cli.ui import add_ui_command, start_run_page
-from cluster.connect import connect
-from cluster.logs import configure_logging
+from cluster import configure_logging, connect
 from cluster.metrics import serve_metrics
 
 __all__ = ["main", "build_parser"]
@@ -247,16 +246,32 @@ def _cmd_down(args: argparse.Namespace, out: Console, err: Console) -> int:
     return EXIT_OK
 
 
+#: Width of tables and panels when the output is not a terminal (a pipe, a file, CI logs) and
+#: COLUMNS does not say otherwise: wide enough that rows do not wrap at rich's default of 80.
+_PIPE_WIDTH = 200
+
+
+def _console(*, stderr: bool = False) -> Console:
+    """The console of one stream: a terminal is wrapped at its width; a pipe or file gets whole
+    lines (a command printed for copying stays on one line) and tables up to ``_PIPE_WIDTH``."""
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty():
+        return Console(stderr=stderr, )
+    return Console(stderr=stderr, soft_wrap=True, width=None if os.environ.get("COLUMNS") else _PIPE_WIDTH)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``soloist`` command; returns the exit code."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["bench"]:  # every option of `bench` belongs to `python -m benchmarks`
+        return run_bench(arguments[1:], _console(stderr=True))
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(arguments)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
         return int(exc.code or 0)
     configure_logging(args.log_format, args.log_level)
-    out = Console(soft_wrap=False)
-    err = Console(stderr=True)
+    out, err = _console(), _console(stderr=True)
     try:
         return args.handler(args, out, err)
     except KeyboardInterrupt:

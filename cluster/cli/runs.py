@@ -1,8 +1,13 @@
 """``soloist approve | history | fork | gc`` and ``soloist run --resume``: thin shells over
 ``Orchestrator.answer/history/fork``, ``Run.restore(...).resume()`` and the store's gc.
 
-Each command works on a stored run (``--store``): it attaches to the run (restarting its
-orchestrator from the store when no driver holds it), does one thing, and closes it again.
+Each command works on a stored run (``--store``). A run has one writer, so a command never
+writes a run as a second writer: when the run is live on the connected cluster the command
+borrows its orchestrator (and leaves the run going when done); when no driver holds it, the
+command restarts its orchestrator from the store and stops it again; when another process
+on another cluster has it open, the command is refused with ``RunLockedElsewhere``, whose
+message names that cluster's address to pass as ``--address``. ``history`` only reads: a run
+that is not live here is read straight from the store, without starting anything.
 Exit codes: 0 done, 1 refused or failed (the reason is printed), 2 bad arguments,
 3 the resumed run waits for approval again.
 """
@@ -18,11 +23,11 @@ from typing import Any
 
 from rich.console import Console
 
-from actors import HistoryCompacted, InterruptNotOpen, Orchestrator
+from actors import Change, HistoryCompacted, InterruptNotOpen, Orchestrator, answer_interrupt, open_interrupts
 from cluster.cli.explore import resume_run
 from cluster.cli.report import LiveProgress, render_report
-from cluster.connect import connect
-from cluster.storage import SqliteStore, parse_age, remove_finished_runs
+from cluster import connect
+from cluster.storage import RunLockedElsewhere, SqliteStore, parse_age, remove_finished_runs
 
 __all__ = ["add_run_commands", "resume_command", "EXIT_WAITING"]
 
@@ -105,6 +110,40 @@ def _connect(args: argparse.Namespace) -> None:
     connect(args.address, code_from_cwd=False)
 
 
+def _refused(command: str, exc: RunLockedElsewhere, err: Console) -> int:
+    """A run open for writing in another process (another cluster): say how to reach it."""
+    err.print(f"soloist {command}: {exc}", soft_wrap=True, markup=False, highlight=False, style="red")
+    return EXIT_FAILED
+
+
+def _stored_history(path: str, name: str, since: int, until: int | None) -> list[Change]:
+    """The committed changes of a stored run, read from the store alone (nothing is started
+    and nothing is written, so a run that another process drives is safe to read)."""
+    store = SqliteStore(path)
+    try:
+        if store.get_run(name) is None:
+            raise ValueError(f"no run named {name!r} in {path}")
+        checkpoint, tail = store.load(name)
+        last = tail[-1].version if tail else checkpoint.version
+        until = last if until is None else until
+        if until > last:
+            raise ValueError(f"history(until={until}): run {name!r} is at version {last}")
+        if since >= until:
+            return []
+        oldest = store.oldest_version(name)
+        if since < oldest:
+            raise HistoryCompacted(name, since, oldest)
+        return [Change.of_entry(entry) for entry in store.entries(name, since, until)]
+    finally:
+        store.close()
+
+
+
+def _live_here(name: str) -> bool:
+    """True when the run's orchestrator is alive on the connected cluster."""
+    return name in Orchestrator.list_live()
+
+
 def _cmd_approve(args: argparse.Namespace, out: Console, err: Console) -> int:
     if _missing_store(args.store, "approve", err):
         return EXIT_USAGE
@@ -114,21 +153,24 @@ def _cmd_approve(args: argparse.Namespace, out: Console, err: Console) -> int:
     _connect(args)
 
     async def go() -> int:
-        orch = Orchestrator.attach(args.run, store=args.store)
+        try:
+            orch = Orchestrator.attach(args.run, store=args.store)  # borrows a live run, never a second writer
+        except RunLockedElsewhere as exc:
+            return _refused("approve", exc, err)
         try:
             if args.interrupt is None:
-                open_ = await orch.interrupts()
+                open_ = await open_interrupts(orch)
                 for i in open_:
                     out.print(f"{i.id}\t{i.kind}\t{i.coordinator}\t{json.dumps(i.question)}", soft_wrap=True)
                 if not open_:
                     out.print(f"run {args.run} has no open interrupts")
                 return EXIT_OK
             try:
-                version = await orch.answer(args.interrupt, approve=not args.reject, reason=args.reason)
+                version = await answer_interrupt(orch, args.interrupt, approve=not args.reject, reason=args.reason)
             except InterruptNotOpen as exc:
                 err.print(f"[red]soloist approve: {exc}[/]")
                 return EXIT_FAILED
-            left = await orch.interrupts()
+            left = await open_interrupts(orch)
             verb = "rejected" if args.reject else "approved"
             out.print(f"{verb} {args.interrupt} (version {version}); {len(left)} interrupt(s) still open")
             if not left:
@@ -143,18 +185,23 @@ def _cmd_approve(args: argparse.Namespace, out: Console, err: Console) -> int:
 def _cmd_history(args: argparse.Namespace, out: Console, err: Console) -> int:
     if _missing_store(args.store, "history", err):
         return EXIT_USAGE
-    _connect(args)
+    joining = bool(args.address or os.environ.get("RAY_ADDRESS"))
+    if joining:  # a run live on that cluster is read from its orchestrator (what it has committed)
+        _connect(args)
 
     async def go() -> int:
-        orch = Orchestrator.attach(args.run, store=args.store)
         try:
-            try:
-                changes = await orch.history(since=args.since, until=args.until)
-            except (HistoryCompacted, ValueError) as exc:
-                err.print(f"[red]soloist history: {exc}[/]")
-                return EXIT_FAILED
-        finally:
-            await orch.close()
+            if joining and _live_here(args.run):
+                orch = Orchestrator.attach(args.run)  # read-only, borrowed: closing it leaves the run going
+                try:
+                    changes = await orch.history(since=args.since, until=args.until)
+                finally:
+                    await orch.close()
+            else:
+                changes = await asyncio.to_thread(_stored_history, args.store, args.run, args.since, args.until)
+        except (HistoryCompacted, ValueError) as exc:
+            err.print(f"[red]soloist history: {exc}[/]")
+            return EXIT_FAILED
         for change in changes:
             if args.json:
                 out.print(change.model_dump_json(exclude={"seq", "agent"}), soft_wrap=True, markup=False, highlight=False)
@@ -176,7 +223,11 @@ def _cmd_fork(args: argparse.Namespace, out: Console, err: Console) -> int:
     _connect(args)
 
     async def go() -> int:
-        orch = Orchestrator.attach(args.run, store=args.store)
+        try:
+            # Forking only reads the run: borrow a live one read-only; restart one nobody drives.
+            orch = Orchestrator.attach(args.run) if _live_here(args.run) else Orchestrator.attach(args.run, store=args.store)
+        except RunLockedElsewhere as exc:
+            return _refused("fork", exc, err)
         try:
             try:
                 fork = await orch.fork(args.name, at_version=args.at, store=args.to_store or args.store)
@@ -225,9 +276,12 @@ def resume_command(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     async def go() -> int:
         progress = LiveProgress(err, f"resuming {args.resume}")
-        with progress:
-            run = await resume_run(args.resume, args.store, durability=args.durability, on_event=progress.update,
-                                   max_turns=args.max_turns_given)
+        try:
+            with progress:
+                run = await resume_run(args.resume, args.store, durability=args.durability, on_event=progress.update,
+                                       max_turns=args.max_turns_given)
+        except RunLockedElsewhere as exc:
+            return _refused("run --resume", exc, err)
         if args.json:
             out.print_json(run.model_dump_json())
         else:

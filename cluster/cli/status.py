@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from actors import Orchestrator, OrchestratorClosed, OrchestratorNotFound
-from cluster.connect import connect
+from cluster import connect
 from cluster.storage import SqliteStore
 
 __all__ = ["RunStatusRow", "StatusReport", "collect_status", "render_status"]

@@ -8,13 +8,13 @@ merge logic without Ray, so it is unit-tested directly.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import ray
 from pydantic import BaseModel, ConfigDict, Field
 
 from cluster.connect import SOLOIST_NAMESPACE
+from cluster.process import process_registry
 
 __all__ = ["SeriesKey", "MetricsDelta", "Aggregate", "MetricsCollector", "collector_handle", "COLLECTOR_NAME"]
 
@@ -115,27 +115,24 @@ class MetricsCollector:
 
 
 _RemoteCollector = ray.remote(MetricsCollector)
-# Keyed by Ray session (GCS address): a handle from an earlier ``ray.init`` is useless.
-_handles: dict[str, Any] = {}
-_handles_lock = threading.Lock()
 
 
 def collector_handle() -> Any:
-    """The cluster's collector actor, created on first use (detached, on the head node)."""
-    session = ray.get_runtime_context().gcs_address
-    with _handles_lock:
-        handle = _handles.get(session)
-        if handle is None:
-            options: dict[str, Any] = dict(
-                name=COLLECTOR_NAME,
-                namespace=SOLOIST_NAMESPACE,
-                get_if_exists=True,
-                lifetime="detached",  # outlives the driver that happened to create it
-                max_restarts=-1,  # a restart loses the totals; Prometheus rate() copes with resets
-                num_cpus=0,
-            )
-            if _HEAD_RESOURCE in ray.cluster_resources():
-                options["resources"] = {_HEAD_RESOURCE: 0.001}
-            handle = _RemoteCollector.options(**options).remote()
-            _handles[session] = handle
-        return handle
+    """The cluster's collector actor, created on first use (detached, on the head node).
+
+    Kept in the process registry per Ray session: a handle from an earlier ``ray.init`` is useless."""
+
+    def create() -> Any:
+        options: dict[str, Any] = dict(
+            name=COLLECTOR_NAME,
+            namespace=SOLOIST_NAMESPACE,
+            get_if_exists=True,
+            lifetime="detached",  # outlives the driver that happened to create it
+            max_restarts=-1,  # a restart loses the totals; Prometheus rate() copes with resets
+            num_cpus=0,
+        )
+        if _HEAD_RESOURCE in ray.cluster_resources():
+            options["resources"] = {_HEAD_RESOURCE: 0.001}
+        return _RemoteCollector.options(**options).remote()
+
+    return process_registry().metrics_collector.get_or_create("collector", create)

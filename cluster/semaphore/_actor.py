@@ -5,7 +5,9 @@ table is guarded by a ``threading.Lock`` (never held across an ``await``) and pa
 are woken with ``call_soon_threadsafe`` on their own loop. A daemon thread sweeps the table
 so expiries and the end of recovery take effect even when no call arrives; it also probes
 the holders of guarded leases that missed their renewals (through Ray: an answer, or Ray's
-verdict that the holder died) and watches the runs attached to the scope.
+verdict that the holder died) and watches the runs attached to the scope. A requester that
+saw its subagent lost reports it (``suspect``), and the sweep probes that holder at once
+instead of a TTL later; the report itself frees nothing.
 
 Lifecycle of the actor: ``serving`` while runs use the scope; ``retired`` once the last
 attached run detached or died: it grants nothing more and ends itself as soon as no lease
@@ -57,8 +59,8 @@ class SemaphoreActor:
         self._listeners: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[Outcome]]]] = {}
         # holder -> the actor that holds its guarded leases (asked when they miss renewals).
         self._owners: dict[str, Any] = {}
-        # Probes out: ref -> (holder, lease ids asked about).
-        self._probes: dict[Any, tuple[str, list[str]]] = {}
+        # Probes out: ref -> (holder, lease ids asked about, when it was sent).
+        self._probes: dict[Any, tuple[str, list[str], float]] = {}
         # Contention watches parked until "anyone waiting" changes from what they saw.
         self._watchers: list[tuple[bool, asyncio.AbstractEventLoop, asyncio.Future[bool]]] = []
         # Runs using the scope: run name -> its orchestrator actor (pinged to notice its death).
@@ -66,6 +68,8 @@ class SemaphoreActor:
         self._runs: dict[str, Any] = {}
         self._runs_known = not restarted
         self._retired = False
+        # Set by ``suspect``: the sweep wakes at once to send the probes it made due.
+        self._kick = threading.Event()
         self._sweep_interval = min(0.25, ttl_s / 10)
         self._run_check_every = max(1.0, ttl_s / 2)
         threading.Thread(target=self._sweep_forever, name=f"sem-sweep:{scope}", daemon=True).start()
@@ -138,6 +142,25 @@ class SemaphoreActor:
             results, decided = self._table.renew(leases, time.monotonic())
             self._wake(decided)
         return results
+
+    @ray.method(concurrency_group="control")
+    async def suspect(self, owner: Any) -> int:
+        """A requester's call to ``owner`` (an actor holding guarded leases) failed: probe its
+        leases now rather than once they miss their renewals. The requester's word frees
+        nothing: only the probe's answer (Ray's verdict that the process died, or a restarted
+        process that does not hold them) does; an alive owner's answer renews them. Returns
+        how many leases are being checked."""
+        with self._lock:
+            holders = [holder for holder, known in self._owners.items() if known == owner]
+            suspects, decided = self._table.suspect(holders, time.monotonic())
+            self._wake(decided)
+        if suspects:
+            logger.info(
+                "semaphore %r: %d leases of a holder reported lost; asking Ray about it now",
+                self._table.scope, suspects, extra=_LOG_EXTRA,
+            )
+            self._kick.set()
+        return suspects
 
     @ray.method(concurrency_group="watch")
     async def watch(self, contended: bool) -> bool:
@@ -212,7 +235,7 @@ class SemaphoreActor:
         next_run_check = time.monotonic() + self._run_check_every
         pings: dict[Any, str] = {}
         while True:
-            time.sleep(self._sweep_interval)
+            self._pause()
             with self._lock:
                 self._wake(self._table.tick(time.monotonic()))
                 due = self._table.due_probes(time.monotonic())
@@ -222,7 +245,7 @@ class SemaphoreActor:
                         for lease_id in lease_ids:
                             self._wake(self._table.probe_answered(lease_id, False, time.monotonic()))
                         continue
-                    self._probes[owner.holds_leases.remote(lease_ids)] = (holder, lease_ids)
+                    self._probes[owner.holds_leases.remote(lease_ids)] = (holder, lease_ids, time.monotonic())
                 retired_and_empty = self._retired and self._table.held == 0
             if retired_and_empty:
                 self._end_self()
@@ -232,17 +255,30 @@ class SemaphoreActor:
                 next_run_check = time.monotonic() + self._run_check_every
                 pings = self._check_runs(pings)
 
+    def _pause(self) -> None:
+        """Until the next sweep: one interval, cut short by a probe's answer (while any is
+        out) or by a ``suspect`` report (while none is)."""
+        if self._probes:
+            ray.wait(list(self._probes), num_returns=1, timeout=self._sweep_interval)
+        else:
+            self._kick.wait(self._sweep_interval)
+        self._kick.clear()
+
     def _collect_probes(self) -> None:
         if not self._probes:
             return
         ready, _ = ray.wait(list(self._probes), num_returns=len(self._probes), timeout=0)
         for ref in ready:
-            holder, lease_ids = self._probes.pop(ref)
+            holder, lease_ids, sent = self._probes.pop(ref)
             answers: list[bool | None]
             try:
                 answers = list(ray.get(ref))
             except ActorUnavailableError:
                 answers = [None] * len(lease_ids)  # restarting or unreachable: ask again
+                if time.monotonic() - sent >= self._sweep_interval:
+                    # It took Ray a while to say so (a probe sent to the process that had just
+                    # died): ask the restarted one at once, not an interval later.
+                    self._kick.set()
             except RayActorError:
                 answers = [False] * len(lease_ids)  # Ray's verdict: the holder died
             with self._lock:

@@ -11,7 +11,9 @@ Two kinds of lease:
     suspect, and the actor probes its holder through Ray. Only the answer "this process
     does not hold it" (a restarted replica) or Ray's verdict that the holder died frees it.
     A paused holder pauses its work too, and when it resumes its work goes on: its permit
-    must still be counted, however long the pause.
+    must still be counted, however long the pause. A holder someone reports lost
+    (``suspect``) is probed at once instead of after its renewals: the report only hastens
+    the question, the answer still comes from Ray.
 
 Every grant gets a ``generation`` (strictly increasing per table, also across recovery):
 the fencing token a holder checks its copy against before it reuses a lease.
@@ -205,6 +207,19 @@ class LeaseTable:
                 record.probing = True
                 due.setdefault(record.holder, []).append(record.lease_id)
         return due
+
+    def suspect(self, holders: Iterable[str], now: float) -> tuple[int, list[tuple[str, Outcome]]]:
+        """Someone reports ``holders`` lost: make their guarded leases due for a probe now
+        (``due_probes``). Frees nothing: an alive holder's answer renews them. Returns how
+        many leases will be probed."""
+        decided = self._advance(now)
+        wanted = set(holders)
+        count = 0
+        for record in self._leases.values():
+            if record.guarded and record.holder in wanted:
+                record.expires_at = min(record.expires_at, now)
+                count += 1
+        return count, decided
 
     def probe_answered(
         self, lease_id: str, alive: bool | None, now: float

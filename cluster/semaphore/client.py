@@ -8,7 +8,8 @@ A holder that dies stops renewing and its permit goes to the next waiter after `
 A *guarded* lease (``acquire(owner=...)``: held by the actor that runs the admitted work)
 is never freed on the clock alone: once it misses its renewals the semaphore asks the owner
 through Ray, and frees it only when the owner says it does not hold it or Ray says the
-owner died. Every grant carries a ``generation`` (fencing): ``holds(lease)`` tells a holder,
+owner died; ``report_lost`` (a requester whose call to the owner failed) makes it ask at
+once. Every grant carries a ``generation`` (fencing): ``holds(lease)`` tells a holder,
 without a round trip, whether a lease it kept is surely still its own.
 
 At most ``min(limit, permits)`` leases are held at once, where ``permits`` (1..4) is fixed
@@ -302,7 +303,7 @@ class _Heartbeat:
 
 # (actor name, actor id) -> the heartbeat of this process for that actor, in the
 # per-process registry (see ``cluster.process``).
-_HEARTBEATS: Table[tuple[str, str], _Heartbeat] = process_registry().table("semaphore.heartbeats")
+_HEARTBEATS: Table[tuple[str, str], _Heartbeat] = process_registry().semaphore_heartbeats
 
 
 def _heartbeat_for(name: str, actor_id: str, handle: Any, ttl_s: float) -> _Heartbeat:
@@ -451,6 +452,25 @@ class ClusterSemaphore:
             ray.kill(handle, no_restart=True)
             logger.info("semaphore %r retired with its last run %r", scope, run, extra=_LOG_EXTRA)
         return outcome
+
+    @classmethod
+    def report_lost(cls, scope: str, owner: Any) -> None:
+        """A call to ``owner`` (an actor taking guarded leases of ``scope``: see ``acquire``)
+        failed because Ray lost the actor: ask the scope's semaphore to check that owner with
+        Ray now, so a dead owner's permits come back at once instead of after its leases miss
+        their renewals. Safe whatever the truth: the semaphore frees nothing on this word
+        alone, and an owner that is alive keeps its permits.
+
+        Sent without waiting for an answer (no event loop needed). When no actor serves the
+        scope there is no permit to recover; a report that is lost leaves the leases to the
+        probe that follows their missed renewals.
+        """
+        try:
+            handle = ray.get_actor(_actor_name(scope), namespace=_NAMESPACE)
+        except ValueError:
+            logger.info("semaphore %r: no actor serves it; nothing to check", scope, extra=_LOG_EXTRA)
+            return
+        handle.suspect.remote(owner)
 
     @property
     def scope(self) -> str:

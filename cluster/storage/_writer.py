@@ -42,9 +42,13 @@ _STOP = _Op(fn=None, future=concurrent.futures.Future())
 class GroupCommitWriter:
     """Owns the write connection of one store file on a background thread."""
 
-    def __init__(self, path: str, connect: Callable[[], sqlite3.Connection]) -> None:
-        """Start the thread; raise the ``StoreError`` of ``connect`` if it cannot open."""
+    def __init__(
+        self, path: str, connect: Callable[[], sqlite3.Connection], *, after_group: Callable[[], None] | None = None
+    ) -> None:
+        """Start the thread; raise the ``StoreError`` of ``connect`` if it cannot open.
+        ``after_group`` runs on the thread after each transaction ends (committed or not)."""
         self._path = path
+        self._after_group = after_group
         self._queue: queue.SimpleQueue[_Op] = queue.SimpleQueue()
         self._lock = threading.Lock()  # makes "closed" and "queued" one step for submitters
         self._closed = False  # once True, nothing more is queued; _STOP is last in the queue
@@ -95,7 +99,11 @@ class GroupCommitWriter:
                     except queue.Empty:
                         break
                 stop = any(op is _STOP for op in group)
-                self._commit_group(conn, [op for op in group if op is not _STOP])
+                try:
+                    self._commit_group(conn, [op for op in group if op is not _STOP])
+                finally:
+                    if self._after_group is not None:
+                        self._after_group()
         finally:
             conn.close()
 

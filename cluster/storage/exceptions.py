@@ -173,3 +173,42 @@ class VersionCompacted(StoreError):
         self.run = run
         self.requested = requested
         self.oldest = oldest
+
+
+class RunLockedElsewhere(StoreError):
+    """Raised when a run is already open for writing by another process: a run has exactly
+    one writer (its orchestrator actor), across processes and Ray clusters. Nothing was
+    written. ``holder`` describes that writer as it recorded itself (``pid``, ``host``, and
+    the ``address`` of its Ray cluster when it has one); empty if it recorded nothing."""
+
+    run: str
+    holder: dict[str, Any]
+
+    def __init__(self, *, path: str | None, run: str, holder: dict[str, Any]) -> None:
+        super().__init__(
+            f"run {run!r} in store {path or MEMORY_PATH} is already open for writing by "
+            f"{describe_holder(holder)}; a run has one writer. {_reach_advice(holder)}",
+            path=path,
+        )
+        self.run = run
+        self.holder = dict(holder)
+
+
+def describe_holder(holder: dict[str, Any]) -> str:
+    """``pid 123 on host h (Ray cluster at 1.2.3.4:6379)``, from what the writer recorded."""
+    if not holder:
+        return "another process (it recorded nothing about itself)"
+    text = f"pid {holder.get('pid', '?')} on host {holder.get('host', '?')}"
+    if holder.get("address"):
+        text += f" (Ray cluster at {holder['address']})"
+    return text
+
+
+def _reach_advice(holder: dict[str, Any]) -> str:
+    address = holder.get("address")
+    if address:
+        return (
+            f"Reach the live run through its cluster (`soloist ... --address {address}`, or "
+            f"connect(address={address!r}) then Orchestrator.attach), or stop that driver and retry"
+        )
+    return "Wait for that process to close the run, or stop it, and retry"

@@ -8,12 +8,16 @@ wait for approval are never removed.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 
 from pydantic import BaseModel, ConfigDict
 
 from .base import RunInfo, Store
+from .exceptions import RunLockedElsewhere
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["FINISHED_STATUSES", "GcReport", "finished_runs", "parse_age", "remove_finished_runs"]
 
@@ -53,10 +57,15 @@ def finished_runs(store: Store, older_than: float, *, now: float | None = None) 
 
 
 def remove_finished_runs(store: Store, older_than: float, *, dry_run: bool = False, now: float | None = None) -> GcReport:
-    """Delete every run that finished more than ``older_than`` seconds ago."""
+    """Delete every run that finished more than ``older_than`` seconds ago. A run that a
+    live orchestrator still holds open (``RunLockedElsewhere``) is kept."""
     doomed = [info.name for info in finished_runs(store, older_than, now=now)]
     if not dry_run:
-        for name in doomed:
-            store.delete_run(name)
+        for name in list(doomed):
+            try:
+                store.delete_run(name)
+            except RunLockedElsewhere as exc:
+                logger.warning("kept run %r: %s", name, exc, extra={"component": "store"})
+                doomed.remove(name)
     kept = [info.name for info in store.list_runs() if info.name not in doomed]
     return GcReport(removed=tuple(doomed), kept=tuple(kept), dry_run=dry_run)

@@ -28,6 +28,7 @@ from ._schema import (
     translate,
     validate_file,
 )
+from ._claims import WriterClaim, claim, lock_briefly, unlock
 from ._writer import GroupCommitWriter
 from .base import (
     KEEP_CHECKPOINTS,
@@ -73,6 +74,11 @@ class SqliteStore:
     ``flush()``, ``close()`` or interpreter exit, and before any checkpoint, compaction or
     journal read. Risk: a crash or kill loses every entry since the last flush, and append
     errors (gaps, duplicates, full disk) surface only from ``flush()``/``close()``.
+
+    One writer per run: the orchestrator actor that opens a run for writing holds its
+    :meth:`claim_writer` (an OS lock beside the file, dropped when the holder exits however it
+    exits). A write to a run this store has not claimed takes that lock for its transaction
+    only, and fails with ``RunLockedElsewhere`` while another process holds the claim.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, durability: Durability = "sync") -> None:
@@ -86,6 +92,8 @@ class SqliteStore:
         self._pending: list[tuple[str, list[JournalEntry], list[tuple[Any, ...]]]] = []  # exit mode
         self._readers: list[sqlite3.Connection] = []  # every thread's read connection
         self._local = threading.local()
+        self._claims: dict[str, WriterClaim] = {}  # runs this store writes as their one writer
+        self._brief: dict[str, int] = {}  # runs locked for the current transaction (writer thread only)
         existing = os.path.exists(self._file) and os.path.getsize(self._file) > 0
         if existing:
             validate_file(self._file, _open_connection)
@@ -94,7 +102,9 @@ class SqliteStore:
                 os.makedirs(os.path.dirname(self._file), exist_ok=True)
             except OSError as exc:
                 raise StoreReadOnly(path=self._file, problem=f"cannot create directory: {exc}") from exc
-        self._writer = GroupCommitWriter(self._file, lambda: open_writer(self._file, _open_connection))
+        self._writer = GroupCommitWriter(
+            self._file, lambda: open_writer(self._file, _open_connection), after_group=self._unlock_brief
+        )
         atexit.register(self.close)
         logger.info(
             "opened store %s (%s, durability=%s)", self._file, "existing" if existing else "new", durability, extra=_LOG
@@ -108,6 +118,7 @@ class SqliteStore:
         meta = dump_json(info.metadata, "run metadata")
 
         def op(conn: sqlite3.Connection) -> None:
+            self._fence(info.name)
             if conn.execute("SELECT 1 FROM runs WHERE name = ?", (info.name,)).fetchone():
                 raise RunExists(path=self._file, run=info.name)
             conn.execute(
@@ -145,6 +156,7 @@ class SqliteStore:
         self._drain_pending()
 
         def op(conn: sqlite3.Connection) -> None:
+            self._fence(run)
             last = self._last_version(conn, run)
             if version > last:
                 raise JournalGap(
@@ -168,6 +180,7 @@ class SqliteStore:
         self._drain_pending()
 
         def op(conn: sqlite3.Connection) -> int:
+            self._fence(run)
             self._last_version(conn, run)
             if keep_from is None:
                 (base,) = conn.execute("SELECT MAX(version) FROM checkpoints WHERE run = ?", (run,)).fetchone()
@@ -195,6 +208,7 @@ class SqliteStore:
         self._drain_pending()
 
         def op(conn: sqlite3.Connection) -> None:
+            self._fence(run)
             self._require_run(conn, run)
             for table in ("journal", "requests", "checkpoints", "agents"):
                 conn.execute(f"DELETE FROM {table} WHERE run = ?", (run,))
@@ -207,6 +221,7 @@ class SqliteStore:
         dump_json(changes, "run metadata")
 
         def op(conn: sqlite3.Connection) -> RunInfo:
+            self._fence(run)
             self._require_run(conn, run)
             row = conn.execute("SELECT * FROM runs WHERE name = ?", (run,)).fetchone()
             info = self._run_info(row)
@@ -222,6 +237,7 @@ class SqliteStore:
         text = dump_json(record, f"record of agent {agent_id!r}")
 
         def op(conn: sqlite3.Connection) -> AgentRecordRow:
+            self._fence(run)
             self._last_version(conn, run)
             (seq,) = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM agents WHERE run = ?", (run,)).fetchone()
             now = time.time()
@@ -421,6 +437,9 @@ class SqliteStore:
             self._writer.close()
             for conn in readers:
                 conn.close()
+            for claimed in list(self._claims.values()):
+                claimed.release()
+            self._claims.clear()
             atexit.unregister(self.close)
             logger.info("closed store %s", self._file, extra=_LOG)
 
@@ -428,6 +447,7 @@ class SqliteStore:
         self, conn: sqlite3.Connection, run: str, entries: list[JournalEntry], rows: list[tuple[Any, ...]]
     ) -> None:
         """Check that ``entries`` continue the run's journal, then insert them."""
+        self._fence(run)
         last = self._last_version(conn, run)
 
         def committed(request_id: str) -> int | None:
@@ -438,6 +458,48 @@ class SqliteStore:
         check_entries(self._file, run, last, entries, committed)
         conn.executemany("INSERT INTO journal VALUES (?, ?, ?, ?, ?, ?)", rows)
         conn.executemany("INSERT INTO requests VALUES (?, ?, ?)", [(run, e.request_id, e.version) for e in entries])
+
+    def claim_writer(self, run: str, *, holder: dict[str, Any], timeout: float = 2.0) -> None:
+        """Become the run's one writer until :meth:`release_writer`, :meth:`close` or the end
+        of this process. Waits up to ``timeout`` seconds for a holder to let go (a dying
+        process, a transaction in flight), then raises ``RunLockedElsewhere`` naming the
+        holder. ``holder`` (e.g. the Ray address) is recorded for whoever is refused next.
+        The run need not be stored yet (claim before ``create_run``)."""
+        if self._closed:
+            raise StoreClosed(path=self._file)
+        if run in self._claims:
+            return
+        self._claims[run] = claim(self._file, run, holder, timeout=timeout)
+
+    def check_writer(self, run: str) -> None:
+        """Raise ``RunLockedElsewhere`` naming the holder when another process (or another
+        store object) holds the run's claim; return when nobody does (nothing is kept)."""
+        if run in self._claims:
+            return
+        fd = lock_briefly(self._file, run)
+        if fd is not None:
+            unlock(fd)
+
+    def release_writer(self, run: str) -> None:
+        """Stop being the run's writer (idempotent); other processes may then claim it."""
+        claimed = self._claims.pop(run, None)
+        if claimed is not None:
+            claimed.release()
+
+    def _fence(self, run: str) -> None:
+        """Inside a write (writer thread): refuse it unless this store holds the run's claim
+        or nobody does (then hold the lock until this transaction ends)."""
+        if run in self._claims or run in self._brief:
+            return
+        fd = lock_briefly(self._file, run)
+        if fd is not None:
+            self._brief[run] = fd
+
+    def _unlock_brief(self) -> None:
+        """After each transaction (writer thread): release the locks ``_fence`` took for it."""
+        brief, self._brief = self._brief, {}
+        for fd in brief.values():
+            unlock(fd)
 
     def _last_version(self, conn: sqlite3.Connection, run: str) -> int:
         """The run's last journal version (0 before any); ``RunNotFound`` if not stored."""

@@ -46,7 +46,7 @@ Stages: ``initial`` -> ``exploring`` (classification) -> ``reading`` -> ``summar
 from __future__ import annotations
 
 from coordinators.builtin._common import CODE_TOOLS, STAGES, call_key
-from coordinators.builtin.classification import ClassificationCoordinator, classify, extract_keywords
+from coordinators.builtin.classification import GENERAL_TASK, TASK_TYPES, ClassificationCoordinator, classify, extract_keywords
 from coordinators.builtin.coordination import CoordinationCoordinator, build_summary
 from coordinators.builtin.exploration import ExplorationCoordinator, Survey, survey
 from coordinators.builtin.safety import DEFAULT_RULES, SafetyContext, SafetyCoordinator, SafetyRule
@@ -58,11 +58,13 @@ __all__ = [
     "DEFAULT_FIRST",
     "DEFAULT_RULES",
     "ExplorationCoordinator",
+    "GENERAL_TASK",
     "STAGES",
     "SafetyContext",
     "SafetyCoordinator",
     "SafetyRule",
     "Survey",
+    "TASK_TYPES",
     "build_summary",
     "call_key",
     "classify",

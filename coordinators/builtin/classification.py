@@ -12,7 +12,7 @@ from typing import Any
 from coordinators import ContextSnapshot, CoordinatorResult, TransitionBatch
 from coordinators.builtin._common import append_trail, message_text
 
-__all__ = ["ClassificationCoordinator", "classify", "extract_keywords", "MAX_KEYWORDS"]
+__all__ = ["ClassificationCoordinator", "classify", "extract_keywords", "MAX_KEYWORDS", "GENERAL_TASK", "TASK_TYPES"]
 
 MAX_KEYWORDS = 8
 
@@ -31,6 +31,12 @@ _TYPE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"\b(?:explain|how\s+(?:does|do|is)|what\s+(?:does|is)|why|describe|overview"
         r"|walk\s+me\s+through|understand)\b", re.I)),
 )
+
+#: The type of a task no rule matches.
+GENERAL_TASK = "general"
+#: Every task type, in priority order: the one list the rule-based and the model-backed
+#: classifiers (``actors.callers.llm``) share.
+TASK_TYPES: tuple[str, ...] = (*(name for name, _ in _TYPE_RULES), GENERAL_TASK)
 
 _BROAD = re.compile(r"\b(?:all|every|entire|whole|across|architecture|overall)\b", re.I)
 
@@ -116,7 +122,7 @@ def classify(text: str) -> dict[str, Any]:
     else:
         complexity = "moderate"
     return {
-        "type": intents[0] if intents else "general",
+        "type": intents[0] if intents else GENERAL_TASK,
         "intents": intents,
         "complexity": complexity,
         "keywords": keywords,
@@ -138,7 +144,7 @@ class ClassificationCoordinator:
         )
         batch = TransitionBatch().update_state("task", task).update_stage("exploring")
         append_trail(batch, snapshot, self.name, reasoning)
-        confidence = 0.9 if task["keywords"] and task["type"] != "general" else 0.6
+        confidence = 0.9 if task["keywords"] and task["type"] != GENERAL_TASK else 0.6
         return CoordinatorResult(
             transitions=batch, reasoning=reasoning, confidence=confidence, handoff_to="exploration"
         )

@@ -17,6 +17,7 @@ from typing import Any
 
 from coordinators import ContextSnapshot, CoordinatorResult, TransitionBatch
 from coordinators.builtin._common import TRAIL_LIMIT, append_trail, read_state, stage_rank
+from coordinators.builtin.classification import GENERAL_TASK
 from coordinators.builtin.exploration import survey
 
 __all__ = ["CoordinationCoordinator", "build_summary", "MAX_SUMMARY_REFERENCES"]
@@ -119,7 +120,7 @@ def build_summary(snapshot: ContextSnapshot, trail: list[dict[str, Any]]) -> dic
         headline = ["no definitions found" if findings else "nothing matched the task's keywords"]
     return {
         "task": task.get("message", ""),
-        "task_type": task.get("type", "general"),
+        "task_type": task.get("type", GENERAL_TASK),
         "keywords": task.get("keywords", []),
         "headline": headline,
         "definitions": definitions,

@@ -58,11 +58,12 @@ async def _watch_pid(actor: object, stop: asyncio.Event) -> None:
 
 
 async def main(store: str, mode: str, count: int, concurrency: int, resend_every: int, hold_tail: int) -> None:
-    from actors import Orchestrator
+    from actors import Orchestrator, actor_name
+    from cluster import SOLOIST_NAMESPACE
 
     orch = Orchestrator(Counter(), name=f"crash-{mode}", store=store, durability=mode, checkpoint_every=100)
     stop = asyncio.Event()
-    watcher = asyncio.create_task(_watch_pid(orch._actor, stop))
+    watcher = asyncio.create_task(_watch_pid(ray.get_actor(actor_name(f"crash-{mode}"), namespace=SOLOIST_NAMESPACE), stop))
     # Done once the test says go (a line on stdin, or stdin closed); blocks nothing meanwhile.
     go = asyncio.ensure_future(asyncio.to_thread(sys.stdin.readline))
     queue: asyncio.Queue[int] = asyncio.Queue()

@@ -10,7 +10,6 @@ observed, not a hope that ``sleep(1.0)`` was long enough on a busy machine.
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from typing import Any
 
@@ -18,7 +17,7 @@ import ray
 from pydantic import BaseModel
 
 from actors import Call, SkillRegistry
-from tests._waits import HANG_GUARD_S
+from tests._waits import HANG_GUARD_S, eventually
 
 NAMESPACE = "soloist-tests"
 
@@ -149,15 +148,15 @@ async def replicas_answer(handles: list[Any], timeout: float = HANG_GUARD_S) -> 
     """Until every replica answers a ping: one that Ray is restarting after a kill says
     ``ActorUnavailableError`` meanwhile, so it is asked again, up to ``timeout``."""
 
+    async def answers(handle: Any) -> bool:
+        try:
+            await handle.ping.remote()
+        except ray.exceptions.ActorUnavailableError:
+            return False
+        return True
+
     async def one(handle: Any) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                await handle.ping.remote()
-                return
-            except ray.exceptions.ActorUnavailableError:
-                assert time.monotonic() < deadline, f"a replica was still restarting after {timeout:g}s"
-                await asyncio.sleep(0.1)
+        await eventually(lambda: answers(handle), bool, "a replica to answer again after its restart", timeout)
 
     await asyncio.gather(*(one(h) for h in handles))
 

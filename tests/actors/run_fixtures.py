@@ -6,6 +6,7 @@ Every coordinator and skill appends a line to a side-effect file each time it re
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ def mark(path: str | None, what: str) -> None:
     if path:
         with open(path, "a", encoding="utf-8") as handle:
             handle.write(what + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())  # a ledger line is on disk before the body returns
 
 
 def counts(path: str | Path) -> dict[str, int]:

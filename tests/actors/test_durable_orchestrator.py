@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from actors import Orchestrator
 from cluster.storage import SqliteStore
 from coordinators import AgentState, TransitionBatch
-from tests._waits import HANG_GUARD_S
+from tests._waits import eventually
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 
@@ -42,8 +42,7 @@ def _stored(path: Path, run: str) -> tuple[int, int, int]:
 
 async def _kill_worker(orch: Orchestrator) -> None:
     """SIGKILL the orchestrator's worker process (Ray restarts the actor)."""
-    pid = await orch._actor.__ray_call__.remote(lambda self: os.getpid())
-    os.kill(pid, signal.SIGKILL)
+    os.kill((await orch.statistics()).pid, signal.SIGKILL)
 
 
 async def test_retried_request_id_returns_recorded_version_without_applying_again(tmp_path: Path) -> None:
@@ -186,9 +185,8 @@ async def test_checkpoints_compact_the_journal_and_recovery_loads_checkpoint_plu
         for i in range(35):
             await orch.apply(lambda s, i=i: s.log.append(str(i)))
         # Checkpoints run in the background after a commit; wait for the one covering version 30.
-        deadline = time.monotonic() + HANG_GUARD_S
-        while _stored(path, "ckpt")[0] < 30 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        await eventually(lambda: asyncio.to_thread(_stored, path, "ckpt"), lambda stored: stored[0] >= 30,
+                         "the checkpoint of version 30")
         checkpoint, first, last = _stored(path, "ckpt")
         assert (checkpoint, first, last) == (30, 31, 35)
         store = SqliteStore(path)

@@ -59,8 +59,7 @@ async def _agent_events(orch: Orchestrator, count: int, since: int = 0) -> list[
 
 
 async def _kill_worker(orch: Orchestrator) -> None:
-    pid = await orch._actor.__ray_call__.remote(lambda self: os.getpid())
-    os.kill(pid, signal.SIGKILL)
+    os.kill((await orch.statistics()).pid, signal.SIGKILL)
 
 
 async def test_agent_state_events_follow_store_writes_in_change_order(tmp_path: Path) -> None:
@@ -71,10 +70,10 @@ async def test_agent_state_events_follow_store_writes_in_change_order(tmp_path: 
         handle = create_coordinator_actor(Finisher())
         config = coordinator_config(Finisher())
         listener = asyncio.ensure_future(_agent_events(orch, 6))
-        await orch._agent_created("coordinator:a", "coordinator", config, handle)  # initializing, idle
-        await orch._agent_changed("coordinator:a", "running")
-        await orch._agent_created("coordinator:b", "coordinator", config, handle)  # initializing, idle
-        await orch._agent_changed("coordinator:a", "idle")
+        await orch.agent_created("coordinator:a", "coordinator", config, handle)  # initializing, idle
+        await orch.agent_changed("coordinator:a", "running")
+        await orch.agent_created("coordinator:b", "coordinator", config, handle)  # initializing, idle
+        await orch.agent_changed("coordinator:a", "idle")
         events = await listener
         assert [(e["agent_id"], e["lifecycle"]) for e in events] == [
             ("coordinator:a", "initializing"), ("coordinator:a", "idle"), ("coordinator:a", "running"),
@@ -96,10 +95,10 @@ async def test_an_illegal_lifecycle_change_is_refused_naming_both_states(tmp_pat
     path = tmp_path / "s.db"
     orch = Orchestrator(AgentState(), name="illegal", store=path)
     try:
-        await orch._agent_created("coordinator:x", "coordinator", AgentConfig(), create_coordinator_actor(Finisher()))
-        await orch._agent_changed("coordinator:x", "closed")
+        await orch.agent_created("coordinator:x", "coordinator", AgentConfig(), create_coordinator_actor(Finisher()))
+        await orch.agent_changed("coordinator:x", "closed")
         with pytest.raises(IllegalLifecycleTransition, match="from 'closed' to 'running'"):
-            await orch._agent_changed("coordinator:x", "running")
+            await orch.agent_changed("coordinator:x", "running")
         assert [a["lifecycle"] for a in await orch.agents()] == ["closed"]
     finally:
         await orch.close()
@@ -108,7 +107,7 @@ async def test_an_illegal_lifecycle_change_is_refused_naming_both_states(tmp_pat
 async def test_close_records_every_agent_as_closed_and_status_shows_them(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     orch = Orchestrator(AgentState(), name="closing", store=path)
-    await orch._agent_created("coordinator:x", "coordinator", AgentConfig(), create_coordinator_actor(Finisher()))
+    await orch.agent_created("coordinator:x", "coordinator", AgentConfig(), create_coordinator_actor(Finisher()))
     await orch.close()
     report = collect_status(store=str(path), address=None)
     (run,) = report.runs
@@ -170,7 +169,7 @@ async def test_after_a_crash_agents_are_recreated_lazily_once_from_their_records
     orch = Orchestrator(AgentState(), name="lazy", store=path)
     try:
         config = coordinator_config(Finisher())
-        await orch._agent_created("coordinator:f", "coordinator", config, create_coordinator_actor(Finisher()))
+        await orch.agent_created("coordinator:f", "coordinator", config, create_coordinator_actor(Finisher()))
         await _kill_worker(orch)
         after_restart = await orch.version()  # waits out the restart
         (restored,) = await orch.agents()
@@ -178,14 +177,14 @@ async def test_after_a_crash_agents_are_recreated_lazily_once_from_their_records
         assert (await orch.statistics()).restarted
         listener = asyncio.ensure_future(_agent_events(orch, 2, since=after_restart))
         first, second = await asyncio.gather(orch.agent_handle("coordinator:f"), orch.agent_handle("coordinator:f"))
-        assert first._actor_id == second._actor_id  # two concurrent first uses, one actor
+        assert first == second  # two concurrent first uses, one actor
         assert [e["lifecycle"] for e in await listener] == ["initializing", "idle"]
         (live,) = await orch.agents()
         assert live["live"] is True and live["restarts"] == 1
         ctx = await orch.context()
         result = await first.process.remote(ctx, "hello")
         assert isinstance(result, CoordinatorResult)
-        assert (await orch.agent_handle("coordinator:f"))._actor_id == first._actor_id  # no third creation
+        assert await orch.agent_handle("coordinator:f") == first  # no third creation
         with pytest.raises(AgentNotFound, match="no agent 'coordinator:nope'"):
             await orch.agent_handle("coordinator:nope")
     finally:

@@ -110,11 +110,15 @@ async def test_an_http_server_killed_mid_call_fails_that_call_and_a_restarted_on
     assert json.loads((await caller.call_tool("pid", {})).text) == http_server.proc.pid
 
 
-def test_the_caller_pickles_with_its_listing_but_no_session():
+async def test_the_caller_pickles_with_its_listing_but_no_session():
     caller = mcp_caller(stdio_server(prefix="x."), call_timeout=3)
-    caller._tools = {}  # nothing live inside; only configuration travels
-    twin = pickle.loads(pickle.dumps(caller))
-    assert twin.servers == caller.servers and twin.call_timeout == 3 and twin.pool_key == caller.pool_key
+    try:
+        await caller.list_tools()  # a live session now serves it in this process
+        twin = pickle.loads(pickle.dumps(caller))  # only configuration and the listing travel
+        assert twin.servers == caller.servers and twin.call_timeout == 3 and twin.pool_key == caller.pool_key
+        assert twin.names() == caller.names() != []
+    finally:
+        await close_mcp_sessions()
 
 
 def test_bad_configuration_reports_every_problem():

@@ -19,6 +19,8 @@ from actors import (
     Run,
     RunConfigError,
     RunEvent,
+    answer_interrupt,
+    open_interrupts,
     read_record,
 )
 from coordinators import AgentState, ContextSnapshot, CoordinatorResult, TransitionBatch
@@ -149,14 +151,14 @@ async def test_two_interrupts_open_at_once_are_answered_separately(tmp_path: Pat
         run = Run(orch, three(log, approve="each"), first="planner", fallback="reviewer")
         waiting = await run.run("go")
         assert waiting.status == "waiting" and waiting.pending_calls == 2
-        a, b = await orch.interrupts()
+        a, b = await open_interrupts(orch)
         assert (a.call_ids, b.call_ids) == (("call-a",), ("call-b",))
         assert a.question == {"call": "a", "why": "writes a"} and a.opened_version == b.opened_version
-        version = await orch.answer(a.id, approve=True)
-        assert [i.id for i in await orch.interrupts()] == [b.id]
+        version = await answer_interrupt(orch, a.id, approve=True)
+        assert [i.id for i in await open_interrupts(orch)] == [b.id]
         still = await run.resume()  # b is still open: nothing runs
         assert still.status == "waiting" and counts(log).get("skill:echo:a") is None
-        await orch.answer(b.id, approve=False, reason="not b")
+        await answer_interrupt(orch, b.id, approve=False, reason="not b")
         assert await orch.version() == version + 1
         done = await run.resume()
         assert done.status == "complete"
@@ -174,19 +176,19 @@ async def test_bad_answers_are_refused_and_leave_the_state_byte_identical(tmp_pa
     try:
         await Run(orch, three(approve="one"), first="planner").run("go")
         await Run(other, three(approve="one"), first="planner").run("go")
-        (mine,) = await orch.interrupts()
-        (theirs,) = await other.interrupts()
-        await orch.answer(mine.id, approve=True)
+        (mine,) = await open_interrupts(orch)
+        (theirs,) = await open_interrupts(other)
+        await answer_interrupt(orch, mine.id, approve=True)
         before = (await orch.snapshot()).model_dump_json()
         version = await orch.version()
         with pytest.raises(InterruptAlreadyAnswered, match="already approved"):
-            await orch.answer(mine.id, approve=False)
+            await answer_interrupt(orch, mine.id, approve=False)
         with pytest.raises(InterruptNotFound, match="belongs to run 'bad-answers-b'"):
-            await orch.answer(theirs.id, approve=True)
+            await answer_interrupt(orch, theirs.id, approve=True)
         with pytest.raises(InterruptNotOpen, match="has no interrupt 'nope'"):
-            await orch.answer("nope", approve=True)
+            await answer_interrupt(orch, "nope", approve=True)
         with pytest.raises(TypeError, match="True or False"):
-            await orch.answer(mine.id, approve="yes")  # type: ignore[arg-type]
+            await answer_interrupt(orch, mine.id, approve="yes")  # type: ignore[arg-type]
         assert (await orch.snapshot()).model_dump_json() == before
         assert await orch.version() == version
     finally:
@@ -227,10 +229,10 @@ async def test_resume_when_answered_wakes_on_the_answer_and_runs_each_step_once(
         waiting_at = await orch.version()
         with pytest.raises(TimeoutError):  # nothing answered: it gives up and resumes nothing
             await run.resume_when_answered(timeout=0.2)
-        assert await orch.version() == waiting_at and len(await orch.interrupts()) == 1
+        assert await orch.version() == waiting_at and len(await open_interrupts(orch)) == 1
         driver = asyncio.create_task(run.resume_when_answered())
-        (interrupt,) = await orch.interrupts()
-        await orch.answer(interrupt.id, approve=True, reason="fine")
+        (interrupt,) = await open_interrupts(orch)
+        await answer_interrupt(orch, interrupt.id, approve=True, reason="fine")
         assert (await driver).status == "complete"
         assert counts(log) == {"coordinator:planner": 1, "skill:echo:a": 1, "skill:echo:b": 1,
                                "coordinator:worker": 1, "coordinator:reviewer": 1}

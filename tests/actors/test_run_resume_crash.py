@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import ray
 
-from actors import Orchestrator, Run
+from actors import Orchestrator, Run, answer_interrupt, open_interrupts
 from coordinators import AgentState
 from tests._waits import eventually
 from tests.actors.run_fixtures import counts, skill_registry, three
@@ -64,9 +64,9 @@ async def test_resume_after_sigkill_of_the_driver_while_waiting_runs_nothing_twi
     started = time.perf_counter()
     orch = Orchestrator.attach("resume-after-driver-kill", store=str(store))
     try:
-        assert [i.id for i in await orch.interrupts()] == ids
+        assert [i.id for i in await open_interrupts(orch)] == ids
         for interrupt_id in ids:
-            await orch.answer(interrupt_id, approve=True)
+            await answer_interrupt(orch, interrupt_id, approve=True)
         outcome = await Run(orch, three(str(log)), first="planner", fallback="reviewer").resume()
         resumed_in = time.perf_counter() - started
         assert outcome.status == "complete", outcome.reason
@@ -90,8 +90,8 @@ async def test_resume_after_sigkill_of_the_orchestrator_actor_while_waiting_runs
         assert (await orch.snapshot()).model_dump_json() == before
         stats = await orch.statistics()
         assert stats.restarted and stats.pid != killed
-        for interrupt in await orch.interrupts():
-            await orch.answer(interrupt.id, approve=True)
+        for interrupt in await open_interrupts(orch):
+            await answer_interrupt(orch, interrupt.id, approve=True)
         outcome = await Run(orch, three(str(log)), first="planner", fallback="reviewer").resume()
         assert outcome.status == "complete", outcome.reason
         assert counts(log) == ALL_DONE

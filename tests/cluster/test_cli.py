@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -54,6 +55,30 @@ def fixture_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text))
     return root
+
+
+def test_output_through_a_pipe_keeps_a_long_line_whole(tmp_path: Path):
+    # Through a pipe and without COLUMNS, rich would wrap at 80 columns and split a path or a
+    # command someone copies from the output across lines.
+    missing = tmp_path / ("a-long-directory-name-" * 6) / "runs.sqlite"
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(REPO_ROOT)}
+    for name in ("COLUMNS", "LINES", "RAY_ADDRESS"):
+        env.pop(name, None)
+    result = subprocess.run([*SOLOIST, "status", "--store", str(missing)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, timeout=300, env=env, cwd=tmp_path)
+    expected = f"soloist status: no store at {str(missing)!r}"
+    assert len(expected) > 200 and result.returncode == 2
+    assert expected in [line.rstrip() for line in result.stderr.splitlines()], result.stderr
+
+
+def test_bench_outside_a_source_checkout_says_the_benchmarks_are_not_importable(tmp_path: Path):
+    # An installed soloist has no benchmarks package: a copy of the three packages alone.
+    for package in ("actors", "cluster", "coordinators"):
+        shutil.copytree(REPO_ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    result = subprocess.run([*SOLOIST, "bench", "--quick"], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "the benchmarks package is not importable here" in result.stderr and "python -m benchmarks" in result.stderr
 
 
 def test_help_reads_well_and_exits_zero():

@@ -66,3 +66,60 @@ def test_a_timed_out_request_granted_meanwhile_stays_granted() -> None:
     table.request("c", "h", 1, 0.2)
     assert table.give_up("c", 0.3)[0] == "timeout"
     assert table.statistics()["waiting"] == 0
+
+
+def _guarded(table: LeaseTable, lease_id: str, holder: str, now: float) -> str:
+    return table.request(lease_id, holder, 4, now, guarded=True)[0]
+
+
+def test_a_suspected_holder_is_probed_at_once_and_its_word_frees_nothing() -> None:
+    table = _table(permits=2)
+    _guarded(table, "dead", "actor:old", 0.0)
+    _guarded(table, "other", "actor:other", 0.0)
+    assert table.request("next", "h", 4, 0.0)[0] == "parked"
+    assert table.due_probes(0.1) == {}  # renewed a moment ago: nothing to ask yet
+    suspects, decided = table.suspect(["actor:old"], 0.1)
+    assert (suspects, decided) == (1, [])
+    assert table.statistics()["held"] == 2  # a report alone frees nothing
+    assert table.due_probes(0.1) == {"actor:old": ["dead"]}  # only the suspect's lease, long before its TTL
+    assert table.probe_answered("dead", False, 0.2) == [("next", "granted")]  # Ray's verdict frees it
+    stats = table.statistics()
+    assert (stats["held"], stats["expired_total"], stats["suspects"]) == (2, 1, 0)
+
+
+def test_a_suspected_holder_that_answers_alive_keeps_its_lease() -> None:
+    table = _table(permits=1)
+    _guarded(table, "a", "actor:alive", 0.0)
+    table.request("next", "h", 1, 0.0)
+    table.suspect(["actor:alive"], 0.1)
+    assert table.due_probes(0.1) == {"actor:alive": ["a"]}
+    assert table.probe_answered("a", None, 0.2) == []  # no verdict yet (restarting?): asked again
+    assert table.due_probes(0.3) == {"actor:alive": ["a"]}
+    assert table.probe_answered("a", True, 0.4) == []
+    assert table.due_probes(0.5) == {}  # renewed by its answer
+    stats = table.statistics()
+    assert (stats["held"], stats["waiting"], stats["expired_total"]) == (1, 1, 0)
+
+
+def test_a_suspect_report_leaves_plain_leases_to_their_ttl() -> None:
+    table = _table(permits=1)
+    table.request("plain", "p", 1, 0.0)
+    assert table.suspect(["p"], 0.1) == (0, [])
+    assert table.due_probes(0.1) == {}
+    assert table.statistics()["held"] == 1
+
+
+def test_a_late_give_back_from_a_dead_holder_is_refused() -> None:
+    table = _table(permits=1)
+    _guarded(table, "dead", "actor:old", 0.0)
+    table.request("next", "h", 1, 0.0)
+    table.suspect(["actor:old"], 0.1)
+    table.due_probes(0.1)
+    table.probe_answered("dead", False, 0.2)
+    # The dead incarnation's release and renewal, arriving late, change nothing: its id is buried.
+    assert table.release("dead", 0.3) == (False, [])
+    assert table.renew([("dead", "actor:old", 1, 1, True)], 0.3)[0] == [False]
+    assert table.request("dead", "actor:old", 1, 0.3)[0] == "withdrawn"
+    stats = table.statistics()
+    assert (stats["held"], stats["released_total"]) == (1, 0)
+    assert table.generation_of("next") == 2

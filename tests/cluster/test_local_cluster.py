@@ -3,14 +3,16 @@ that ``down`` stops without touching any process it did not start."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from tests._waits import process_gone
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LAUNCH = [sys.executable, "-c", "import sys; from cluster.cli import main; sys.exit(main())"]
@@ -22,14 +24,6 @@ def soloist(home: Path, cwd: Path, *args: str, timeout: float = 300) -> subproce
     env = {**os.environ, "SOLOIST_HOME": str(home), "PYTHONPATH": str(REPO_ROOT), "RAY_USAGE_STATS_ENABLED": "0"}
     env.pop("RAY_ADDRESS", None)
     return subprocess.run([*LAUNCH, *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
-
-
-def gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/status") as handle:
-            return "\nState:\tZ" in handle.read()
-    except OSError:
-        return True
 
 
 def test_down_never_signals_a_process_it_did_not_start(tmp_path: Path) -> None:
@@ -84,8 +78,5 @@ def test_up_run_status_down(tmp_path: Path) -> None:
     finally:
         down = soloist(home, work, "down", timeout=180)
     assert down.returncode == 0 and f"stopped the local cluster at {record['address']}" in down.stdout, down.stderr
-    deadline = time.monotonic() + 60
-    while not gone(record["pid"]) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert gone(record["pid"])
+    asyncio.run(process_gone(record["pid"]))
     assert not (home / "local-cluster.json").exists()

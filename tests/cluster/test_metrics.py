@@ -6,7 +6,6 @@ import asyncio
 import os
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -18,7 +17,7 @@ from pydantic import BaseModel
 from actors import Call, Orchestrator, SkillRegistry, handoff, parallel_handoff
 from cluster.metrics import registry as metrics
 from cluster.metrics import Aggregate, MetricsDelta
-from tests._waits import HANG_GUARD_S
+from tests._waits import eventually
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -49,14 +48,9 @@ def scrape(url: str) -> str:
         return response.read().decode()
 
 
-def scrape_until(url: str, ready: Callable[[Samples], bool], timeout: float = HANG_GUARD_S) -> Samples:
+async def scrape_until(url: str, ready: Callable[[Samples], bool], what: str) -> Samples:
     """Scrape until ``ready`` holds: other processes push their deltas on their own timer."""
-    deadline = time.monotonic() + timeout
-    while True:
-        samples = parse(scrape(url))
-        if ready(samples) or time.monotonic() > deadline:
-            return samples
-        time.sleep(0.2)
+    return await eventually(lambda: asyncio.to_thread(lambda: parse(scrape(url))), ready, what)
 
 
 # ------------------------------------------------------------------ no Ray needed
@@ -198,7 +192,7 @@ async def test_a_parallel_batch_shows_up_on_the_endpoint_with_the_counts_that_ra
     def ready(s: Samples) -> bool:
         return total(s, "soloist_subagent_calls_total", orchestrator=name) == 8
 
-    samples = scrape_until(server.url, ready)
+    samples = await scrape_until(server.url, ready, "the batch's handoffs on the endpoint")
     o = {"orchestrator": name}
     assert value(samples, "soloist_handoff_total", skill="add", outcome="ok", **o) == 6
     assert value(samples, "soloist_handoff_total", skill="fail", outcome="error", **o) == 2
@@ -224,7 +218,8 @@ async def test_failed_writes_are_counted_by_outcome_and_leave_the_version_alone(
             await orch.apply(lambda s: 1 / 0)
     finally:
         await orch.close()
-    samples = scrape_until(server.url, lambda s: total(s, "soloist_apply_total", orchestrator=name) == 2)
+    samples = await scrape_until(server.url, lambda s: total(s, "soloist_apply_total", orchestrator=name) == 2,
+                                 "both failed writes on the endpoint")
     assert value(samples, "soloist_apply_total", orchestrator=name, outcome="ok") == 1
     assert value(samples, "soloist_apply_total", orchestrator=name, outcome="error") == 1
     assert value(samples, "soloist_state_version", orchestrator=name) == 1

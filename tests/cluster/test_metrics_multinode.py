@@ -80,7 +80,7 @@ async def test_handoffs_on_other_nodes_and_from_other_nodes_add_up_on_one_endpoi
             return total(s, "soloist_subagent_calls_total", orchestrator=name) == 20 and \
                 value(s, "soloist_handoff_total", orchestrator=name, skill="where", outcome="ok") == 20
 
-        samples = await asyncio.to_thread(scrape_until, server.url, ready)
+        samples = await scrape_until(server.url, ready, "20 handoffs counted by callers and subagents")
 
     o = {"orchestrator": name}
     # Counted by the callers: 12 in this driver, 8 in the task on the worker node.

@@ -9,7 +9,9 @@ where expiry is what a test is about.
 from __future__ import annotations
 
 import asyncio
+import os
 import pickle
+import signal
 import subprocess
 import sys
 import time
@@ -20,8 +22,8 @@ import pytest
 import ray
 
 from cluster import SemaphoreConfigConflict, SemaphoreTimeout, SemaphoreUnavailable
-from cluster.semaphore import ClusterSemaphore, Lease, SemaphoreStatistics
-from tests._waits import HANG_GUARD_S, eventually
+from cluster.semaphore import ClusterSemaphore, Lease, SemaphoreStatistics, held_by_this_process
+from tests._waits import HANG_GUARD_S, eventually, process_gone
 from tests.actors._peak import PeakCounter, wait_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
@@ -250,6 +252,74 @@ async def test_release_returns_quickly_while_two_thousand_acquires_are_parked(un
         await sem.release(lease)
     stats = await _wait_for(sem, lambda s: s.waiting == 0)
     assert stats.held == 0
+
+
+# ------------------------------------------------------------------- a holder reported lost
+
+
+@ray.remote(num_cpus=0, max_restarts=-1)
+class GuardedHolder:
+    """Holds guarded leases as a subagent replica does, and answers the semaphore's probes
+    (counting them, so a test can wait for the semaphore to have asked)."""
+
+    def __init__(self) -> None:
+        self.probes = 0
+
+    async def grab(self, sem: ClusterSemaphore, k: int) -> list[Lease]:
+        me = ray.get_runtime_context().current_actor
+        return [await sem.acquire(limit=4, timeout=HANG_GUARD_S, owner=me) for _ in range(k)]
+
+    async def holds_leases(self, lease_ids: list[str]) -> list[bool]:
+        self.probes += 1
+        return held_by_this_process(lease_ids)
+
+    async def probed(self) -> int:
+        return self.probes
+
+    async def pid(self) -> int:
+        return os.getpid()
+
+
+async def test_a_holder_reported_lost_but_alive_keeps_its_permits(unexpiring_sem: ClusterSemaphore) -> None:
+    sem = unexpiring_sem
+    holder = GuardedHolder.remote()
+    try:
+        await holder.grab.remote(sem, 4)
+        ClusterSemaphore.report_lost(sem.scope, holder)  # the requester's word: the semaphore checks it with Ray
+        await eventually(holder.probed.remote, lambda n: n >= 1, "the semaphore probing the reported holder")
+        stats = await _wait_for(sem, lambda s: s.suspects == 0)  # its answer ("held") came back
+        assert (stats.held, stats.expired_total) == (4, 0), stats
+        with pytest.raises(SemaphoreTimeout):
+            await sem.acquire(timeout=0)
+    finally:
+        ray.kill(holder, no_restart=True)
+
+
+async def test_a_killed_holder_reported_lost_gets_its_permits_back_long_before_the_ttl(
+    unexpiring_sem: ClusterSemaphore,
+) -> None:
+    sem = unexpiring_sem
+    holder = GuardedHolder.remote()
+    try:
+        dead = await holder.grab.remote(sem, 4)
+        pid = await holder.pid.remote()
+        waiters = [asyncio.ensure_future(sem.acquire(timeout=HANG_GUARD_S)) for _ in range(4)]
+        await _wait_for(sem, lambda s: s.waiting == 4)
+        os.kill(pid, signal.SIGKILL)
+        await process_gone(pid)  # Ray restarts it: same actor, a new process holding nothing
+        ClusterSemaphore.report_lost(sem.scope, holder)
+        # A TTL of an hour: only the probe the report started can give these permits back in time.
+        granted = await asyncio.gather(*waiters)
+        stats = await sem.statistics()
+        assert (stats.held, stats.expired_total) == (4, 4), stats
+        # Fencing: the dead incarnation's leases, given back late, are refused and free nothing.
+        for lease in dead:
+            assert await sem.release(lease) is False
+        assert (await sem.statistics()).held == 4
+        for lease in granted:
+            assert await sem.release(lease) is True
+    finally:
+        ray.kill(holder, no_restart=True)
 
 
 # ------------------------------------------------------------------- restart

@@ -121,7 +121,7 @@ def test_package_exports_exactly_the_public_surface() -> None:
     assert sorted(cluster.storage.__all__) == sorted(
         [
             "SCHEMA_VERSION", "AgentRecordRow", "Checkpoint", "DuplicateRequest", "Durability", "JournalEntry",
-            "JournalGap", "MemoryStore", "RunExists", "RunInfo", "RunNotFound", "SchemaTooNew", "SqliteStore",
+            "JournalGap", "MemoryStore", "RunExists", "RunInfo", "RunLockedElsewhere", "RunNotFound", "SchemaTooNew", "SqliteStore",
             "Store", "StoreClosed", "StoreCorrupted", "StoreError", "StoreReadOnly", "StoreStatistics",
             "StoreWriteFailed", "VersionCompacted", "FINISHED_STATUSES", "GcReport", "finished_runs",
             "parse_age", "remove_finished_runs", "apply_diff", "diff_states", "open_store",

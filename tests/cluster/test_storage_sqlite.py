@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 
-import cluster.storage.sqlite as sqlite_module
 from cluster.storage import (
     DuplicateRequest,
     JournalEntry,
@@ -27,6 +26,7 @@ from cluster.storage import (
     MemoryStore,
     RunExists,
     RunInfo,
+    SCHEMA_VERSION,
     RunNotFound,
     SchemaTooNew,
     SqliteStore,
@@ -36,6 +36,7 @@ from cluster.storage import (
     StoreWriteFailed,
     open_store,
 )
+from tests._disks import small_disk
 
 
 def info(name: str = "run") -> RunInfo:
@@ -85,7 +86,7 @@ def test_new_file_and_parent_directory_are_created_in_wal_mode(path: Path, store
     assert store.path == str(path)
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == sqlite_module.SCHEMA_VERSION
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     conn.close()
 
 
@@ -402,43 +403,41 @@ def test_file_from_a_newer_schema_raises_schema_too_new(tmp_path: Path) -> None:
     assert digest(path) == before
 
 
-def test_read_only_file_fails_writes_with_store_read_only_and_keeps_rows(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = tmp_path / "ro.sqlite"
-    good_file(path)
-    original = sqlite_module._open_connection
-    monkeypatch.setattr(sqlite_module, "_open_connection", lambda p, writer: original(p, writer=False))
-    s = SqliteStore(path)
-    error = s.append("run", [entry(6)]).exception()
-    assert isinstance(error, StoreReadOnly)
-    assert f"could not write to store {path}: attempt to write a readonly database" in str(error)
-    assert "state in memory is unchanged" in str(error)
-    assert [e.version for e in s.load("run")[1]] == [1, 2, 3, 4, 5]
-    s.close()
+def test_a_store_on_a_read_only_file_system_is_refused_with_store_read_only_and_keeps_rows(tmp_path: Path) -> None:
+    with small_disk(tmp_path / "disk") as disk:
+        path = disk.mountpoint / "ro.sqlite"
+        good_file(path)
+        before = digest(path)
+        disk.read_only()  # a real read-only file system: the kernel answers EROFS
+        try:
+            with pytest.raises(StoreReadOnly, match=rf"could not write to store {path}: .*state in memory is unchanged"):
+                SqliteStore(path)
+            assert digest(path) == before
+        finally:
+            disk.writable()
+        s = SqliteStore(path)
+        try:
+            assert [e.version for e in s.load("run")[1]] == [1, 2, 3, 4, 5]
+            assert s.append("run", [entry(6)]).exception() is None  # writable again: the store goes on
+        finally:
+            s.close()
 
 
-def test_full_disk_fails_every_future_in_the_batch_and_keeps_committed_rows(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = tmp_path / "full.sqlite"
-    good_file(path)
-    original = sqlite_module._open_connection
-
-    def full_disk(p: str, writer: bool) -> sqlite3.Connection:
-        conn = original(p, writer=writer)
-        if writer:
-            (pages,) = conn.execute("PRAGMA page_count").fetchone()
-            conn.execute(f"PRAGMA max_page_count = {pages}")
-        return conn
-
-    monkeypatch.setattr(sqlite_module, "_open_connection", full_disk)
-    s = SqliteStore(path)
-    error = s.append("run", [entry(6, payload={"pad": "x" * 100_000})]).exception()
-    assert isinstance(error, StoreWriteFailed) and not isinstance(error, StoreReadOnly)
-    assert f"could not write to store {path}: database or disk is full" in str(error)
-    assert [e.version for e in s.load("run")[1]] == [1, 2, 3, 4, 5]
-    s.close()
+def test_full_disk_fails_every_future_in_the_batch_and_keeps_committed_rows(tmp_path: Path) -> None:
+    with small_disk(tmp_path / "disk") as disk:
+        path = disk.mountpoint / "full.sqlite"
+        good_file(path)
+        s = SqliteStore(path)
+        disk.fill()  # a real full disk: the kernel answers ENOSPC
+        try:
+            error = s.append("run", [entry(6, payload={"pad": "x" * 100_000})]).exception()
+            assert isinstance(error, StoreWriteFailed) and not isinstance(error, StoreReadOnly)
+            assert f"could not write to store {path}: database or disk is full" in str(error)
+            assert [e.version for e in s.load("run")[1]] == [1, 2, 3, 4, 5]
+            disk.free()
+            assert s.append("run", [entry(6, payload={"pad": "x" * 100_000})]).exception() is None  # goes on once freed
+        finally:
+            s.close()
 
 
 def test_store_errors_survive_pickling_with_their_fields(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ import ray
 from pydantic import BaseModel
 
 from actors import SkillRegistry
+from tests._waits import HANG_GUARD_S, eventually
 
 NAMESPACE = "soloist-tests"
 
@@ -161,16 +162,9 @@ def cap_registry(**kwargs: Any) -> SkillRegistry:
     return skills
 
 
-async def wait_for(predicate: Any, what: str, timeout: float = 120.0) -> Any:
-    """Poll an async predicate until it returns something truthy (a generous bound, so a
-    loaded machine is slow, not failing)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
+async def wait_for(predicate: Any, what: str, timeout: float = HANG_GUARD_S) -> Any:
+    """Until the async ``predicate`` returns something truthy (the suite's ``eventually``)."""
+    return await eventually(predicate, bool, what, timeout)
 
 
 _DRIVER = Path(__file__).with_name("_cap_driver.py")

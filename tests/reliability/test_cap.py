@@ -50,7 +50,7 @@ class Cap:
         return await self.intervals.report.remote()
 
     async def running(self, n: int) -> None:
-        await wait_for(lambda: self._at_least("running", n), f"{n} bodies running")
+        await wait_for(lambda: self.at_least("running", n), f"{n} bodies running")
 
     async def parked(self, n: int) -> None:
         last: list[Any] = []
@@ -64,7 +64,7 @@ class Cap:
         except AssertionError as exc:
             raise AssertionError(f"{exc}; last seen {last}") from None
 
-    async def _at_least(self, key: str, n: int) -> bool:
+    async def at_least(self, key: str, n: int) -> bool:
         return (await self.report())[key] >= n
 
     async def close(self) -> None:
@@ -215,7 +215,7 @@ async def test_a_subagent_paused_past_the_ttl_keeps_its_permit_until_it_resumes(
         await cap.parked(3)  # the call sent to the paused replica waits there, not at the semaphore
         await asyncio.sleep(3 * TTL)  # the subject: paused past the lease TTL
         await cap.gate.open.remote()  # three old bodies end; the paused one cannot
-        await wait_for(lambda: cap._at_least("finished", 3), "the other old bodies to end")
+        await wait_for(lambda: cap.at_least("finished", 3), "the other old bodies to end")
         report = await cap.report()
         assert report["peak"] == 4, report
     finally:

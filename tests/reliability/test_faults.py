@@ -5,7 +5,7 @@
 - a subagent killed mid-call: that item fails with ``SubagentLost``, the others succeed;
 - the driver SIGKILLed mid-run: the run is re-attached by name from its store, every
   acknowledged write is there, and resending every request applies each exactly once;
-- the SQLite file full or read-only: the write fails with a clear ``StoreWriteFailed``,
+- the SQLite file on a full or read-only file system (a real tmpfs): a clear ``StoreWriteFailed``/``StoreReadOnly``,
   state and version are unchanged, and the run goes on once the disk is back.
 
 Across all of them: never more than 4 skill bodies in flight (measured by the skills), and
@@ -19,7 +19,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,8 @@ from pydantic import BaseModel
 
 from actors import Orchestrator, OrchestratorNotFound, SubagentLost, parallel_handoff, pool_for
 from cluster.storage import SqliteStore, StoreReadOnly, StoreWriteFailed
-from tests._waits import HANG_GUARD_S, process_gone
+from tests._disks import small_disk
+from tests._waits import eventually, process_gone
 from tests.actors._peak import SleepOut, gated_calls, new_counter, open_when_in_flight, replicas_answer, sleepy_registry, wait_until
 
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(900)]
@@ -54,12 +54,6 @@ async def _next_batch_reaches_four(orch: Orchestrator[Any], counter: Any, name: 
     assert all(r.ok for r in again), [r.error for r in again if not r.ok]
     report = await counter.report.remote()
     assert report["peak"] == 4, f"a permit leaked or the cap broke: peak {report['peak']}"
-
-
-async def _acked_more(acked: list[str], n: int) -> None:
-    """Until the writer has ``n`` acknowledged writes (each ack is the event; no deadline here)."""
-    while len(acked) < n:
-        await asyncio.sleep(0.05)
 
 
 def _note(request: str):  # noqa: ANN202
@@ -88,17 +82,18 @@ async def test_sigkill_of_the_orchestrator_during_a_parallel_batch_loses_no_ackn
         # Gated: the first four bodies stay inside until the orchestrator has been killed.
         batch = asyncio.ensure_future(parallel_handoff(orch, gated_calls(name, 8, seconds=0.2), SleepOut))
         await wait_until(counter, "current", 4)
-        pid = await orch._actor.__ray_call__.remote(lambda self: os.getpid())
+        pid = (await orch.statistics()).pid
         before_kill = len(acked)
         os.kill(pid, signal.SIGKILL)
         await counter.open.remote()
         results = await batch
         assert all(r.ok for r in results), "the handoffs do not depend on the orchestrator process"
         assert (await counter.report.remote())["peak"] == 4
-        await asyncio.wait_for(_acked_more(acked, before_kill + 20), HANG_GUARD_S)  # writes go on against the restarted actor
+        await eventually(lambda: _now(len(acked)), lambda n: n >= before_kill + 20,
+                         "20 more acknowledged writes against the restarted actor")
         stop.set()
         await writer
-        assert await orch._actor.__ray_call__.remote(lambda self: os.getpid()) != pid
+        assert (await orch.statistics()).pid != pid
         version, state = await orch.versioned_snapshot()
         assert state.notes == acked and state.count == version == len(acked), "an acknowledged write was lost or doubled"
         assert (await orch.statistics()).restarted
@@ -176,80 +171,79 @@ def _seen(request: str):  # noqa: ANN202
     return fn
 
 
-async def _wait_until_gone(run: str, timeout: float = HANG_GUARD_S) -> None:
+async def _now(value: Any) -> Any:
+    """``value`` as a probe for ``eventually`` (for state this test's own tasks update)."""
+    return value
+
+
+async def _wait_until_gone(run: str) -> None:
     """Ray tears the dead driver's actor down asynchronously: wait until attaching by name
     (without the store) says the run is no longer live."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    async def live() -> bool:
         try:
             Orchestrator.attach(run)
         except OrchestratorNotFound:
-            return
-        assert time.monotonic() < deadline, "the dead driver's orchestrator never went away"
-        await asyncio.sleep(0.1)
+            return False
+        return True
+
+    await eventually(live, lambda alive: not alive, "the dead driver's orchestrator to go away")
 
 
-def _fill_disk(self: Any) -> None:
-    """In the orchestrator: cap the store file at its current size (SQLite then reports SQLITE_FULL)."""
-
-    def cap(conn: Any) -> None:
-        (pages,) = conn.execute("PRAGMA page_count").fetchone()
-        conn.execute(f"PRAGMA max_page_count = {pages}")
-
-    self._store._writer.submit(cap).result()
-
-
-def _free_disk(self: Any) -> None:
-    self._store._writer.submit(lambda conn: conn.execute("PRAGMA max_page_count = 1073741823")).result()
-
-
-def _read_only(self: Any) -> None:
-    """In the orchestrator: swap the store's writer for one on a read-only connection (as the
-    storage tests do; root ignores file modes, so chmod cannot make the file read-only)."""
-    from cluster.storage import sqlite as sqlite_module
-    from cluster.storage._writer import GroupCommitWriter
-
-    store = self._store
-    store._healthy_writer = store._writer
-    store._writer = GroupCommitWriter(store._file, lambda: sqlite_module._open_connection(store._file, writer=False))
+async def test_a_full_disk_fails_the_write_clearly_keeps_the_state_and_the_run_goes_on_once_freed(ray_session, tmp_path):
+    with small_disk(tmp_path / "disk") as disk:
+        path = disk.mountpoint / "s.sqlite"
+        orch = Orchestrator(Tally(), store=str(path), name="fault-store-full")
+        try:
+            for i in range(3):
+                await orch.apply(_note(f"ok{i}"))
+            disk.fill()  # a real full disk: the orchestrator's writer gets ENOSPC from the kernel
+            with pytest.raises(StoreWriteFailed, match="database or disk is full") as caught:
+                await orch.apply(_note("x" * 200_000))
+            assert "state in memory is unchanged" in str(caught.value) and str(path) in str(caught.value)
+            version, state = await orch.versioned_snapshot()
+            assert version == 3 and state.notes == ["ok0", "ok1", "ok2"]
+            disk.free()
+            assert await orch.apply(_note("after")) == 4
+        finally:
+            await orch.close()
+        _assert_stored(path, "fault-store-full", ["ok0", "ok1", "ok2", "after"])
 
 
-def _writable(self: Any) -> None:
-    store = self._store
-    store._writer.close()
-    store._writer = store._healthy_writer
+async def test_a_read_only_store_refuses_the_run_clearly_and_it_goes_on_once_writable(ray_session, tmp_path):
+    with small_disk(tmp_path / "disk") as disk:
+        path = disk.mountpoint / "s.sqlite"
+        orch = Orchestrator(Tally(), store=str(path), name="fault-store-ro")
+        try:
+            for i in range(3):
+                await orch.apply(_note(f"ok{i}"))
+        finally:
+            await orch.close()
+        disk.read_only()  # a real read-only file system (the kernel refuses it while the run writes)
+        try:
+            with pytest.raises(StoreReadOnly, match="state in memory is unchanged") as caught:
+                restarted = Orchestrator.attach("fault-store-ro", store=str(path))  # may already refuse here
+                try:
+                    await restarted.apply(_note("refused"))
+                finally:
+                    await restarted.close()
+            assert str(path) in str(caught.value)
+        finally:
+            disk.writable()
+        again = Orchestrator.attach("fault-store-ro", store=str(path))
+        try:
+            assert (await again.snapshot()).notes == ["ok0", "ok1", "ok2"]
+            assert await again.apply(_note("after")) == 4
+        finally:
+            await again.close()
+        _assert_stored(path, "fault-store-ro", ["ok0", "ok1", "ok2", "after"])
 
 
-@pytest.mark.parametrize(
-    ("break_it", "fix_it", "error", "message"),
-    [(_fill_disk, _free_disk, StoreWriteFailed, "database or disk is full"),
-     (_read_only, _writable, StoreReadOnly, "readonly database")],
-    ids=["disk-full", "read-only"],
-)
-async def test_a_full_or_read_only_store_fails_the_write_clearly_and_keeps_the_state(ray_session, tmp_path, break_it, fix_it, error, message):
-    path = tmp_path / "s.sqlite"
-    orch = Orchestrator(Tally(), store=str(path), name=f"fault-store-{error.__name__}")
-    try:
-        for i in range(3):
-            await orch.apply(_note(f"ok{i}"))
-        await orch._actor.__ray_call__.remote(break_it)
-        with pytest.raises(error, match=message) as caught:
-            await orch.apply(_note("x" * 200_000))
-        assert "state in memory is unchanged" in str(caught.value) and str(path) in str(caught.value)
-        version, state = await orch.versioned_snapshot()
-        assert version == 3 and state.notes == ["ok0", "ok1", "ok2"]
-        await orch._actor.__ray_call__.remote(fix_it)
-        assert await orch.apply(_note("after")) == 4
-    finally:
-        await orch.close()
+def _assert_stored(path: Path, run: str, notes: list[str]) -> None:
+    """The file holds every acknowledged write, and a run restarted from it reads them back."""
     stored = SqliteStore(path)
     try:
-        checkpoint, entries = stored.load(f"fault-store-{error.__name__}")
-        assert checkpoint.version + len(entries) == 4 and checkpoint.state["notes"][-1:] in (["after"], ["ok2"])
+        checkpoint, entries = stored.load(run)
+        assert checkpoint.version + len(entries) == len(notes)
     finally:
         stored.close()
-    again = Orchestrator.attach(f"fault-store-{error.__name__}", store=str(path))
-    try:
-        assert (await again.snapshot()).notes == ["ok0", "ok1", "ok2", "after"]
-    finally:
-        await again.close()

@@ -27,6 +27,7 @@ from pydantic import BaseModel
 
 from actors import Call, Orchestrator, ToolCallResult, ToolReportedError, WriteRefused, handoff, parallel_handoff
 from actors.builtin import CODE_SKILLS, ExcerptInput, ImportsInput, SearchInput, TreeInput
+from cluster.storage import SqliteStore
 from actors import actor_name
 from actors import create_coordinator_actor
 from cluster import SOLOIST_NAMESPACE
@@ -65,10 +66,15 @@ def _handles_in(value: Any, seen: set[int] | None = None, depth: int = 0) -> lis
     return found
 
 
+def _raw_actor(run: str) -> Any:
+    """The run's Ray actor, as anyone on the cluster can look it up by name."""
+    return ray.get_actor(actor_name(run), namespace=SOLOIST_NAMESPACE)
+
+
 async def _try_to_write(run: str) -> list[str]:
     """Everything a compromised subagent or coordinator could try; returns what was refused."""
     refused = []
-    raw = ray.get_actor(actor_name(run), namespace=SOLOIST_NAMESPACE)
+    raw = _raw_actor(run)
     for guess in ("", None, "owner", "x" * 43):
         try:
             await raw.apply_fn.remote(guess, f"attack-{guess}", lambda s: None)
@@ -112,14 +118,27 @@ class SpyReport(BaseModel):
 ALL_REFUSED = ["raw:''", "raw:None", "raw:'owner'", f"raw:{'x' * 43!r}", "attach", "attach-batch"]
 
 
-async def test_a_subagent_gets_no_handle_or_token_and_its_writes_through_named_lookup_are_refused(ray_session):
-    orch = Orchestrator(AgentState(), name="sec-subagent", caller=SpyCaller())
+def _owner_token(store: Path, run: str) -> str:
+    """The run's write capability, read the way its owner can: from the run's store."""
+    opened = SqliteStore(store)
+    try:
+        info = opened.get_run(run)
+        assert info is not None and info.owner_token
+        return info.owner_token
+    finally:
+        opened.close()
+
+
+async def test_a_subagent_gets_no_handle_or_token_and_its_writes_through_named_lookup_are_refused(ray_session, tmp_path):
+    store = tmp_path / "runs.sqlite"
+    orch = Orchestrator(AgentState(), name="sec-subagent", caller=SpyCaller(), store=str(store))
+    token = _owner_token(store, "sec-subagent")
     try:
         report = await handoff(orch, Call("spy", {"run": "sec-subagent", "note": "hello"}), SpyReport)
         assert report.handles_in_arguments == [] and report.handles_in_caller == []
-        assert orch._token not in report.arguments
+        assert token not in report.arguments
         assert report.refused == ALL_REFUSED
-        handles, token_seen = await _subagent_fields(orch, orch._token)
+        handles, token_seen = await _subagent_fields(orch, token)
         # Its own warm permits hold handles to the scope's semaphore actor and to itself (the
         # lease guard); neither can write the run's state. Nothing reaches the orchestrator.
         assert [h for h in handles if h == "Orchestrator" or "OrchestratorActor" in h] == [], handles
@@ -155,14 +174,16 @@ class SpyCoordinator:
         return CoordinatorResult.no_op(reasoning=json.dumps(report))
 
 
-async def test_a_coordinator_gets_only_a_snapshot_and_a_message_and_its_writes_are_refused(ray_session):
-    orch = Orchestrator(AgentState(), name="sec-coordinator")
+async def test_a_coordinator_gets_only_a_snapshot_and_a_message_and_its_writes_are_refused(ray_session, tmp_path):
+    store = tmp_path / "runs.sqlite"
+    orch = Orchestrator(AgentState(), name="sec-coordinator", store=str(store))
+    token = _owner_token(store, "sec-coordinator")
     try:
         await orch.apply_batch(TransitionBatch().update_state("plan", ["a"]))
         actor = create_coordinator_actor(SpyCoordinator())
         result = await actor.process.remote(await orch.context(), "your turn")  # exactly what a Run sends
         report = json.loads(result.reasoning)
-        assert report["handles"] == [] and orch._token not in report["inputs"]
+        assert report["handles"] == [] and token not in report["inputs"]
         assert report["refused"] == ALL_REFUSED
         assert await orch.version() == 1
         ray.kill(actor)
@@ -190,7 +211,7 @@ async def test_the_owner_token_never_appears_in_logs_metrics_reads_or_stored_row
     store = tmp_path / "runs.sqlite"
     with captured_logs() as lines:
         orch = Orchestrator(AgentState(), name="sec-token", caller=EchoCaller(), store=str(store), checkpoint_every=3)
-        token = orch._token
+        token = _owner_token(store, "sec-token")
         try:
             for i in range(5):
                 await orch.apply_batch(TransitionBatch().update_state(f"k{i}", i))
@@ -199,8 +220,10 @@ async def test_the_owner_token_never_appears_in_logs_metrics_reads_or_stored_row
             await parallel_handoff(orch, [Call("echo", {"text": str(i)}) for i in range(6)], Echo)
             with pytest.raises(WriteRefused):
                 await Orchestrator.attach("sec-token").apply(lambda s: None)
+            with pytest.raises(WriteRefused):  # a forged token, through the public attach(token=...)
+                await Orchestrator.attach("sec-token", token=token[::-1]).apply(lambda s: None)
             reads = [await orch.snapshot(), await orch.context(), await orch.statistics(),
-                     await orch._actor.describe.remote(), await orch.agents(), orch, repr(orch)]
+                     await _raw_actor("sec-token").describe.remote(), await orch.agents(), orch, repr(orch)]
             for value in reads:
                 assert token not in repr(value)
                 assert token.encode() not in pickle.dumps(value) or value is orch  # the owner's own handle holds it
@@ -214,7 +237,7 @@ async def test_the_owner_token_never_appears_in_logs_metrics_reads_or_stored_row
             await orch.close()
     assert lines, "no log records were captured"
     assert not [line for line in lines if token in line]
-    session_dir = Path(ray._private.worker._global_node.get_session_dir_path())
+    session_dir = Path(ray.init(ignore_reinit_error=True).address_info["session_dir"])  # this session's, already running
     assert files_containing(session_dir / "logs", token) == []
     _assert_token_only_in_the_run_row(store, token)
 

@@ -8,7 +8,6 @@ and says so (the timeline still lists every stored version).
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -16,29 +15,24 @@ from pydantic import BaseModel, ConfigDict
 from cluster.cli.ui.exceptions import RunNotFoundInUi
 from cluster.cli.ui.models import HistoryPage, RunRow
 from cluster.cli.ui.timeline import entry_from_journal, run_status
+from cluster import process_registry
 from cluster.storage import SqliteStore, apply_diff
 from coordinators import AgentState, StateTransition, reduce
 
 __all__ = ["StoredView", "has_run", "list_rows", "read_run", "history_page", "close_all"]
 
 _AGENT_STATE = f"{AgentState.__module__}.{AgentState.__qualname__}"
-_stores: dict[str, SqliteStore] = {}  # one open store per path for the server's lifetime
-_lock = threading.Lock()
 
 
 def _store(path: str) -> SqliteStore:
-    with _lock:
-        store = _stores.get(path)
-        if store is None:
-            store = _stores[path] = SqliteStore(path)
-        return store
+    """One open store per path for the server's lifetime (the process registry's ``ui_stores``)."""
+    store: SqliteStore = process_registry().ui_stores.get_or_create(path, lambda: SqliteStore(path))
+    return store
 
 
 def close_all() -> None:
-    with _lock:
-        for store in _stores.values():
-            store.close()
-        _stores.clear()
+    for store in process_registry().ui_stores.pop_where(lambda _path: True):
+        store.close()
 
 
 class StoredView(BaseModel):

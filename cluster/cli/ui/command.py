@@ -13,7 +13,7 @@ from cluster.cli.ui.exceptions import UnsafeBind
 from cluster.cli.ui.security import TOKEN_ENV
 from cluster.cli.ui.server import DEFAULT_PORT, UiServer
 from cluster.cli.ui.source import RunSource
-from cluster.connect import connect
+from cluster import connect
 
 __all__ = ["add_ui_command", "start_run_page"]
 

@@ -14,7 +14,8 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from actors import HARD_MAX_PARALLEL, Change, HistoryCompacted, Orchestrator, OrchestratorClosed, OrchestratorNotFound
+from actors import (HARD_MAX_PARALLEL, Change, HistoryCompacted, Orchestrator, OrchestratorClosed, OrchestratorNotFound,
+                    answer_interrupt, open_interrupts)
 from cluster.cli.ui import _stored
 from cluster.cli.ui.models import ActionOutcome, HistoryPage, InterruptView, RunDetail, RunRow
 from cluster.cli.ui.timeline import entry_from_change, reasoning_trail, run_status
@@ -191,7 +192,7 @@ class RunSource:
 
     async def answer(self, name: str, interrupt_id: str, *, approve: bool, reason: str | None) -> ActionOutcome:
         orch = await self._writer(name)
-        version = await orch.answer(interrupt_id, approve=approve, reason=reason)
+        version = await answer_interrupt(orch, interrupt_id, approve=approve, reason=reason)
         verb = "approved" if approve else "rejected"
         return ActionOutcome(message=f"interrupt {interrupt_id} {verb}; the run is at version {version}", version=version, run=name)
 
@@ -208,7 +209,7 @@ class RunSource:
 async def _interrupts(orch: Orchestrator[Any]) -> list[InterruptView]:
     return [InterruptView(id=i.id, kind=i.kind, question=i.question, call_ids=list(i.call_ids), coordinator=i.coordinator,
                           opened_version=i.opened_version, confidence=i.confidence)
-            for i in await orch.interrupts()]
+            for i in await open_interrupts(orch)]
 
 
 async def _last_change_at(orch: Orchestrator[Any], version: int) -> float | None:

@@ -40,7 +40,7 @@ class ChatServer:
     def __init__(self) -> None:
         self.replies: list[Reply] = []
         self.requests: list[dict[str, Any]] = []
-        self._release = threading.Event()
+        self.hung_replies_released = threading.Event()
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -53,7 +53,7 @@ class ChatServer:
                                        "body": json.loads(raw)})
                 reply = owner.replies.pop(0) if owner.replies else Reply(500, {"error": "no reply scripted"})
                 if reply.hang:
-                    owner._release.wait()
+                    owner.hung_replies_released.wait()
                     return
                 data = json.dumps(reply.body if reply.body is not None else {}).encode()
                 self.send_response(reply.status)
@@ -74,6 +74,6 @@ class ChatServer:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._release.set()
+        self.hung_replies_released.set()
         self._httpd.shutdown()
         self._httpd.server_close()

@@ -13,7 +13,7 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from actors import Orchestrator, OrchestratorNotFound, Run
+from actors import Orchestrator, OrchestratorNotFound, Run, answer_interrupt, open_interrupts
 from cluster.cli.ui import RunSource, UiServer
 from coordinators import AgentState, TransitionBatch
 from tests.actors.run_fixtures import counts, skill_registry, three
@@ -39,7 +39,7 @@ async def test_an_approval_clicked_in_the_page_resumes_the_run_and_a_second_clic
     run = Run(orch, three(log, approve="one"), first="planner", fallback="reviewer")
     try:
         assert (await run.run("go")).status == "waiting"
-        (interrupt,) = await orch.interrupts()
+        (interrupt,) = await open_interrupts(orch)
         driver_task = asyncio.create_task(run.resume_when_answered(timeout=300))  # the run's driver, waiting
         with UiServer(RunSource(store=store), port=0, allow_actions=True).start() as server:
             card = f'.card[data-interrupt="{interrupt.id}"]'
@@ -81,7 +81,7 @@ async def test_an_action_without_the_token_is_refused_in_the_page_and_changes_no
     orch = Orchestrator(AgentState(), caller=skill_registry(), name="ui-no-token", store=store)
     try:
         assert (await Run(orch, three(approve="one"), first="planner").run("go")).status == "waiting"
-        (interrupt,) = await orch.interrupts()
+        (interrupt,) = await open_interrupts(orch)
         before = await orch.version()
         with UiServer(RunSource(store=store), port=0, allow_actions=True).start() as server:
             card = f'.card[data-interrupt="{interrupt.id}"]'
@@ -95,7 +95,7 @@ async def test_an_action_without_the_token_is_refused_in_the_page_and_changes_no
 
             await asyncio.to_thread(click_without_token)
             assert await orch.version() == before
-            assert [i.id for i in await orch.interrupts()] == [interrupt.id]
+            assert [i.id for i in await open_interrupts(orch)] == [interrupt.id]
     finally:
         await orch.close()
 
