@@ -175,6 +175,9 @@ class WarmPermits:
                 ref = self._semaphore.watch_ref(contended)
                 with self._lock:
                     if self._closed.is_set():
+                        # Closed while this poll was being sent: ``close`` saw nothing pending,
+                        # so cancel it here (left parked, it would hold up a retiring replica's exit).
+                        ray.cancel(ref)
                         return
                     self._watch_pending = ref
                 contended = bool(ref.future().result())

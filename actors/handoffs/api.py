@@ -140,9 +140,14 @@ def _timed_out(skill: str, timeout: float | None, reply: SubagentReply) -> Timeo
     )
 
 
-#: How many times one call is sent again because the replica it reached had retired (each
-#: time the pool creates the replica again; a retiring replica refuses a call unrun).
-_RETIRED_RESENDS = 50
+#: How long one call keeps being sent again because the replica it reached had retired (each
+#: time the pool creates the replica again; a retiring replica refuses a call unrun, and Ray
+#: frees its name a moment after it has exited). A hang guard: a load that delays Ray's news
+#: of an exit by seconds must not fail a call that never ran.
+_RETIRED_PATIENCE_S = 120.0
+#: How long ``_until_ended`` waits for one retiring replica to be gone before the call is
+#: sent again (and, should it still be there, refused again, unrun).
+_ENDING_WAIT_S = 5.0
 
 
 async def _send(pool: SubagentPool, request: HandoffRequest, fanout: Fanout | None) -> SubagentReply:
@@ -189,12 +194,16 @@ async def _send(pool: SubagentPool, request: HandoffRequest, fanout: Fanout | No
 
 async def _until_ended(actor: Any) -> None:
     """Until a replica that refused a call as retiring has exited (its name is then free for
-    the replica the pool creates next). It exits once the call that retired it returns."""
-    for _ in range(_RETIRED_RESENDS):
+    the replica the pool creates next), at most ``_ENDING_WAIT_S``. It exits once the call
+    that retired it returns; an exiting actor runs no new call, so a ping may go unanswered."""
+    deadline = time.monotonic() + _ENDING_WAIT_S
+    while time.monotonic() < deadline:
         try:
-            await actor.ping.remote()
+            await asyncio.wait_for(asyncio.wrap_future(actor.ping.remote().future()), timeout=1.0)
         except ray.exceptions.RayActorError:
             return
+        except TimeoutError:
+            continue  # unanswered: it is exiting; ask until Ray reports it gone
         await asyncio.sleep(0.01)
 
 
@@ -205,14 +214,17 @@ async def _call_subagent(caller: Any, request: HandoffRequest, orchestrator: str
     try:
         reply = await _send(pool, request, fanout)
         resends = 0
+        first_refusal = 0.0
         # Not run: taken back unstarted for a lane that went idle (send it there), or refused
         # by a replica that retired (send it to the one the pool creates in its place).
         while not reply.ran:
             if reply.retired:
                 resends += 1
-                if resends > _RETIRED_RESENDS:
-                    raise SubagentLost(skill, f"handoff {skill!r}: {resends} replicas retired as the call reached "
-                                              "them; the call never ran; retry it")
+                if resends == 1:
+                    first_refusal = time.monotonic()
+                elif time.monotonic() - first_refusal > _RETIRED_PATIENCE_S:
+                    raise SubagentLost(skill, f"handoff {skill!r}: replicas kept retiring as the call reached them "
+                                              f"({resends} times in {_RETIRED_PATIENCE_S:g}s); the call never ran; retry it")
                 # Ray frees a retired replica's name a moment after it exits; until then, the
                 # pool's re-creation joins the exited actor again: give it that moment.
                 await asyncio.sleep(min(0.01 * resends, 0.2))

@@ -54,8 +54,9 @@ __all__ = [
 
 #: Ray's words for an actor that ended itself with ``exit_actor`` (a replica retiring), as
 #: opposed to one killed (``ray.kill``), crashed or lost with its node: in the death cause
-#: (``ActorDiedError``), or in the "unavailable" error of a call that met the exit under way.
-_INTENDED_EXIT = ("INTENDED_USER_EXIT", "exit_actor() is called")
+#: (``ActorDiedError``), or in the "unavailable" error of a call that met the exit under way,
+#: whose detail is either of the last two, depending on how far the exit had got.
+_INTENDED_EXIT = ("INTENDED_USER_EXIT", "exit_actor() is called", "User requested to exit the actor")
 
 
 class RequestWire(NamedTuple):
@@ -295,6 +296,8 @@ class SubagentActor:
                 and time.monotonic() - self._last_activity >= self._retire_after)
 
     def _watch_idle(self) -> None:
+        if self._retiring:
+            return  # it is ending: nothing more of its own may be sent (its exit waits for it)
         if self._idle_watch is None or self._idle_watch.done():
             self._idle_watch = asyncio.get_running_loop().create_task(self._until_idle())
 
