@@ -141,10 +141,7 @@ class WarmPermits:
         with self._lock:
             pending, self._watch_pending = self._watch_pending, None
         if pending is not None:
-            try:
-                ray.cancel(pending)
-            except Exception as exc:  # already answered, or Ray is gone: nothing is left pending
-                _log.debug("could not cancel the semaphore watch: %s", exc, extra=_LOG_EXTRA)
+            _cancel_watch(pending)
 
     def _release(self, lease: Lease) -> None:
         try:
@@ -174,12 +171,14 @@ class WarmPermits:
                 # ray.get prints Ray's "blocking ray.get inside async actor" on the console.
                 ref = self._semaphore.watch_ref(contended)
                 with self._lock:
-                    if self._closed.is_set():
-                        # Closed while this poll was being sent: ``close`` saw nothing pending,
-                        # so cancel it here (left parked, it would hold up a retiring replica's exit).
-                        ray.cancel(ref)
-                        return
-                    self._watch_pending = ref
+                    closed = self._closed.is_set()
+                    if not closed:
+                        self._watch_pending = ref
+                if closed:
+                    # Closed while this poll was being sent: ``close`` saw nothing pending, so
+                    # cancel it here (left parked, it would hold up a retiring replica's exit).
+                    _cancel_watch(ref)
+                    return
                 contended = bool(ref.future().result())
                 with self._lock:
                     self._watch_pending = None
@@ -205,6 +204,14 @@ class WarmPermits:
                 self._idle = [(lease, since) for lease, since in self._idle if since > cutoff]
             for lease in expired:
                 self._release(lease)
+
+
+def _cancel_watch(ref: Any) -> None:
+    """End a pending semaphore watch: a process with a call of its own pending cannot exit."""
+    try:
+        ray.cancel(ref)
+    except Exception as exc:  # already answered, or Ray is gone: nothing is left pending
+        _log.debug("could not cancel the semaphore watch: %s", exc, extra=_LOG_EXTRA)
 
 
 # This process's warm permits, per (Ray session, scope). In a subagent replica they are

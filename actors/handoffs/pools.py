@@ -96,6 +96,9 @@ class SubagentPool:
         self._lock = threading.Lock()
         self._calls = 0
         self._replaced = 0
+        # Per slot: the runs (orchestrator handles) told that its replica was created; only they
+        # hear that it was lost or retired (a run that began tracking later never had it).
+        self._told: list[list[Any]] = [[] for _ in range(replicas)]
 
     @property
     def name(self) -> str:
@@ -118,7 +121,12 @@ class SubagentPool:
         agent_id = f"{self._name}:{slot}"
         config = AgentConfig(skill=self._skill, replicas=self._replicas, slot=slot, actor_name=agent_id,
                              num_cpus=self._num_cpus)
-        for orchestrator in _trackers_of(self._key):
+        trackers = _trackers_of(self._key)
+        if not closed and error is None:
+            self._told[slot] = trackers
+        else:
+            trackers, self._told[slot] = [t for t in trackers if t in self._told[slot]], []
+        for orchestrator in trackers:
             # Fire and forget: the orchestrator persists, then publishes, in arrival order.
             if closed:
                 orchestrator.agent_changed.remote(agent_id, "closed", None)
