@@ -32,12 +32,14 @@ from actors.callers.llm import (
     tool_call_transitions,
 )
 from actors.callers.mcp import McpServer, McpTool, McpToolCaller, close_mcp_sessions
-from actors.callers.nested import OrchestratorCaller
+from actors.nested import OrchestratorCaller
 from actors.callers.protocol import (
     DEFAULT_POOL,
+    DEFAULT_RETIRE_AFTER_S,
     DiscoversTools,
     Interruptible,
     PooledCaller,
+    RetiringPools,
     TextContent,
     ToolCaller,
     ToolCallResult,
@@ -119,7 +121,8 @@ __all__ = [
     # handoffs
     "HandoffSettings", "HandoffTarget", "pool_for", "PoolStatistics", "WarmPermits", "effective_max_parallel",
     # callers
-    "PooledCaller", "DiscoversTools", "Interruptible", "DEFAULT_POOL", "CompositeCaller", "OrchestratorCaller",
+    "PooledCaller", "DiscoversTools", "Interruptible", "DEFAULT_POOL", "RetiringPools", "DEFAULT_RETIRE_AFTER_S",
+    "CompositeCaller", "OrchestratorCaller",
     "McpServer", "McpTool", "McpToolCaller", "close_mcp_sessions",
     "LlmCaller", "LlmConfig", "ChatInput", "ChatOutput", "chat", "tool_call_transitions",
     # managed agents

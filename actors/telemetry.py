@@ -195,7 +195,7 @@ def record_handoff(orchestrator: str, skill: str, error: BaseException | None, s
 
 def record_subagent_call(orchestrator: str, skill: str, node: str, outcome: str) -> None:
     """``soloist_subagent_calls_total`` for a handoff, counted by the requester: the
-    subagent does not know the run's name (see ``actors.handoffs.pools``)."""
+    subagent does not know the run's name (see ``actors.handoffs.replica``)."""
     metrics.record_subagent_call(orchestrator, skill, node, outcome)
 
 

@@ -42,7 +42,9 @@ _OBJECT_STORE_BYTES = 512 * 1024 * 1024
 
 
 class NoopIn(BaseModel):
-    pass
+    #: None: nothing. True/False: turn metrics on/off in the subagent process that runs this
+    #: call (the observability measure sends one to every replica of the ``noop`` pool).
+    metrics: bool | None = None
 
 
 class NoopOut(BaseModel):
@@ -69,26 +71,14 @@ def bump(state: Counter) -> None:
 
 
 async def _noop(inp: NoopIn) -> NoopOut:
+    if inp.metrics is not None:
+        (metrics.enable if inp.metrics else metrics.disable)()
     return NoopOut()
 
 
 async def _sleep(inp: SleepIn) -> SleepOut:
     await asyncio.sleep(inp.seconds)
     return SleepOut(slept=inp.seconds)
-
-
-class SwitchIn(BaseModel):
-    on: bool
-
-
-class SwitchOut(BaseModel):
-    on: bool
-
-
-async def _metrics_switch(inp: SwitchIn) -> SwitchOut:
-    """Turn metrics on or off in the subagent process that runs this (measure 9)."""
-    (metrics.enable if inp.on else metrics.disable)()
-    return SwitchOut(on=metrics.enabled())
 
 
 class BurnIn(BaseModel):
@@ -119,15 +109,19 @@ def calibrate_burn(seconds: float) -> int:
         iterations *= 4
 
 
+#: How long an idle bench replica stays up: longer than any pause between or inside measures,
+#: so a figure never includes re-creating a replica that retired meanwhile.
+BENCH_RETIRE_AFTER_S = 300.0
+
+
 def make_registry(replicas: int = 4) -> SkillRegistry:
-    """Skills ``noop`` and ``sleep`` (async, so a replica serves many calls at once),
-    ``burn`` (sync CPU work: one call per replica at a time, each replica its own process), and
-    ``metrics_switch``, which the observability measure sends straight to the ``noop`` pool's replicas."""
-    skills = SkillRegistry(replicas=replicas)
+    """Skills ``noop`` and ``sleep`` (async, so a replica serves many calls at once), and
+    ``burn`` (sync CPU work: one call per replica at a time, each replica its own process).
+    Replicas stay up for ``BENCH_RETIRE_AFTER_S`` when idle: no measure's idle gap retires one."""
+    skills = SkillRegistry(replicas=replicas, retire_after_s=BENCH_RETIRE_AFTER_S)
     skills.register("noop", _noop)
     skills.register("sleep", _sleep)
     skills.register("burn", burn)
-    skills.register("metrics_switch", _metrics_switch)
     return skills
 
 

@@ -127,7 +127,8 @@ def render_table(console: Console, report: Any) -> None:
                   caption="ratio = median over interleaved rounds of soloist / baseline; red: misses the issue's target")
     for column, justify in (("measure / figure", "left"), ("soloist", "right"), ("baseline", "right"),
                             ("ratio", "right"), ("spread", "right"), ("better", "left"), ("target", "right"), ("baseline is", "left")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+        # A figure's name stays on one line (it is what a reader searches for); "baseline is" wraps instead.
+        table.add_column(column, justify=justify, no_wrap=column == "measure / figure")  # type: ignore[arg-type]
     for measure in report.measures:
         if measure.error or measure.skipped:
             state = "[red]failed[/]" if measure.error else "[yellow]skipped[/]"

@@ -5,8 +5,9 @@ tracing on, and both, interleaved round by round (in a rotating order) so drift 
 variant alike; each figure is the median of per-round ratios to "off" in the same round,
 with its spread: on a shared machine a cost smaller than the spread is not measurable here.
 Metrics are switched in every process that records them on the handoff path: this one
-(``cluster.metrics.enable/disable``) and each subagent replica of the ``noop`` pool (the
-bench registry's ``metrics_switch`` skill, sent straight to those replicas). Tracing "on"
+(``cluster.metrics.enable/disable``) and each subagent replica of the ``noop`` pool (a
+``noop`` handoff carrying the switch, one in flight per replica at once, so each replica
+gets one: a pool sends concurrent calls to the replicas with the fewest in flight). Tracing "on"
 is a second run on the same subagent pool with an OpenTelemetry SDK tracer (batch span
 processor, in-memory exporter) set by ``set_tracer``; "off" is the API's default no-op tracer.
 """
@@ -16,9 +17,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from actors import Call, Orchestrator, parallel_handoff
-from actors import pool_for
-from benchmarks._harness import BenchContext, Counter, NoopOut, close_run, run_name, start_runs, timed
+from actors import Call, Orchestrator, handoff, parallel_handoff
+from benchmarks._harness import BenchContext, Counter, NoopIn, NoopOut, close_run, run_name, start_runs, timed
 from benchmarks.results import Figure, MeasureResult
 
 NAME = "observability_cost"
@@ -42,9 +42,10 @@ def _sdk_tracer() -> tuple[Any, Any] | None:
     return provider.get_tracer("soloist-bench"), provider
 
 
-async def _set_metrics(metrics: Any, pool_handles: list[Any], on: bool) -> None:
+async def _set_metrics(metrics: Any, orch: Orchestrator[Any], replicas: int, on: bool) -> None:
     (metrics.enable if on else metrics.disable)()
-    await asyncio.gather(*[h.call.remote("metrics_switch", {"on": on}) for h in pool_handles])
+    switch = Call("noop", NoopIn(metrics=on))
+    await asyncio.gather(*[handoff(orch, switch, NoopOut) for _ in range(replicas)])
 
 
 async def run(ctx: BenchContext) -> MeasureResult:
@@ -76,7 +77,6 @@ async def run(ctx: BenchContext) -> MeasureResult:
         variants["metrics and tracing on"] = (True, True)
     seconds: dict[str, list[float]] = {variant: [] for variant in variants}
     was_on = metrics.enabled() if metrics is not None else False
-    handles = pool_for(ctx.skills, "noop").handles()
     try:
         ctx.step("warming up")
         for orch in (plain, traced_run):
@@ -88,12 +88,12 @@ async def run(ctx: BenchContext) -> MeasureResult:
             for variant in order[shift:] + order[:shift]:
                 metrics_on, tracing_on = variants[variant]
                 if metrics is not None:
-                    await _set_metrics(metrics, handles, metrics_on)
+                    await _set_metrics(metrics, plain, cfg.replicas, metrics_on)
                 orch = traced_run if tracing_on else plain
                 seconds[variant].append(await timed(lambda: parallel_handoff(orch, calls, NoopOut)))
     finally:
         if metrics is not None:
-            await _set_metrics(metrics, handles, was_on)
+            await _set_metrics(metrics, plain, cfg.replicas, was_on)
         if traced is not None:
             traced[1].shutdown()
         await close_run(traced_run)

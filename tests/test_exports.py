@@ -43,6 +43,8 @@ EXPORTS: dict[str, dict[str, list[str]]] = {
             "PooledCaller", "DiscoversTools", "Interruptible", "DEFAULT_POOL", "CompositeCaller", "OrchestratorCaller", "McpServer",
             "McpTool", "McpToolCaller", "close_mcp_sessions", "LlmCaller", "LlmConfig", "ChatInput", "ChatOutput",
             "chat", "tool_call_transitions"],
+        "how long an idle subagent replica stays up (a caller may say; SkillRegistry(retire_after_s=...))": [
+            "RetiringPools", "DEFAULT_RETIRE_AFTER_S"],
         "managed agents: the lifecycle union's members, its one guard and the projections": [
             "AgentConfig", "InitializingAgent", "IdleAgent", "RunningAgent", "ErrorAgent", "ClosedAgent",
             "ALLOWED_TRANSITIONS", "new_agent", "transition", "from_stored_record", "create_coordinator_actor",

@@ -7,7 +7,8 @@ the store and every subscriber see the changes of the run in the same order.
 
 After a restart the registry holds the stored records without handles. An agent is
 re-created from its record on first use (:meth:`AgentRegistry.ensure`); concurrent first
-uses share one creation.
+uses share one creation. A subagent is re-created by the ``ReplicaFactory`` the orchestrator
+actor injects (the handoff layer's, which sits above this module).
 """
 
 from __future__ import annotations
@@ -33,10 +34,13 @@ from actors.agents.managed import (
     transition,
 )
 from actors.exceptions import AgentNotFound
-from actors.handoffs.pools import create_replica
 from cluster.storage import StoreCorrupted
 
-__all__ = ["AgentRegistry", "load_agent_records"]
+__all__ = ["AgentRegistry", "ReplicaFactory", "load_agent_records"]
+
+#: ``factory(caller, skill, name=..., num_cpus=...)``: the named subagent replica serving
+#: ``skill`` for ``caller`` (joined if alive, created otherwise).
+ReplicaFactory = Callable[..., Any]
 
 _LOG = {"component": "agent-registry"}
 
@@ -74,12 +78,14 @@ class AgentRegistry:
         io: Callable[[Callable[[], Any]], "asyncio.Future[Any]"],
         caller: Any,
         log: logging.LoggerAdapter[logging.Logger] | logging.Logger,
+        replica_factory: ReplicaFactory,
     ) -> None:
         self._run = run
         self._store = store
         self._publish = publish  # appends an agent_state event to the run's change log
         self._io = io  # runs a blocking store call off the event loop
         self._caller = caller  # the run's ToolCaller: what a re-created subagent serves
+        self._replica_factory = replica_factory  # how a subagent is re-created
         self._log = log
         # agent_id -> the current agent; restored ones have no handle until first use.
         self._agents: dict[str, ManagedAgent] = load_agent_records(store, run) if store is not None else {}
@@ -162,7 +168,7 @@ class AgentRegistry:
         if agent.lifecycle != "initializing":
             await self.change(agent.agent_id, "initializing")
         try:
-            handle = _create_actor(agent, self._caller)
+            handle = _create_actor(agent, self._caller, self._replica_factory)
         except Exception as exc:
             await self.change(agent.agent_id, "error", last_error=f"re-creation failed: {type(exc).__name__}: {exc}")
             raise
@@ -180,7 +186,7 @@ class AgentRegistry:
         self._publish(to_payload(agent))
 
 
-def _create_actor(agent: ManagedAgent, caller: Any) -> Any:
+def _create_actor(agent: ManagedAgent, caller: Any, replica_factory: ReplicaFactory) -> Any:
     """A Ray actor for ``agent`` from its config: a named subagent replica (joined if it is
     still alive) or a coordinator actor hosting the pickled coordinator."""
     cfg = agent.config
@@ -189,7 +195,7 @@ def _create_actor(agent: ManagedAgent, caller: Any) -> Any:
             raise ValueError(f"subagent {agent.agent_id!r} has no skill/actor_name in its record")
         if caller is None:
             raise ValueError(f"subagent {agent.agent_id!r}: the run has no ToolCaller to re-create it with")
-        return create_replica(caller, cfg.skill, name=cfg.actor_name, num_cpus=cfg.num_cpus or 0.0)
+        return replica_factory(caller, cfg.skill, name=cfg.actor_name, num_cpus=cfg.num_cpus or 0.0)
     blob = cfg.extra.get("coordinator")
     if not isinstance(blob, str):
         raise ValueError(f"coordinator {agent.agent_id!r} has no pickled coordinator in its record")

@@ -12,10 +12,19 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["TextContent", "ToolCallResult", "ToolCaller", "PooledCaller", "DiscoversTools", "Interruptible", "DEFAULT_POOL"]
+__all__ = [
+    "TextContent", "ToolCallResult", "ToolCaller", "PooledCaller", "DiscoversTools", "Interruptible", "RetiringPools",
+    "DEFAULT_POOL", "DEFAULT_RETIRE_AFTER_S",
+]
 
 DEFAULT_POOL: tuple[int, float] = (4, 0.0)
 """``(replicas, num_cpus)`` of the subagent pool of a caller that is not a ``PooledCaller``."""
+
+DEFAULT_RETIRE_AFTER_S: float = 5.0
+"""How long a subagent replica stays up with nothing to do before it ends itself (unless its
+caller is ``RetiringPools`` and says otherwise). Long enough that a run loop's next turn
+finds it warm; short enough that a driver opening a run per request keeps no process per
+closed run. A call that reaches a retiring replica is sent to a new one, never lost."""
 
 
 class TextContent(BaseModel):
@@ -121,4 +130,14 @@ class Interruptible(Protocol):
 
     def interruptible(self, name: str) -> bool:
         """Whether cancelling a call of tool ``name`` stops its body."""
+        ...
+
+
+@runtime_checkable
+class RetiringPools(Protocol):
+    """A caller that sets how long its idle subagent replicas stay up (``SkillRegistry``)."""
+
+    @property
+    def retire_after_s(self) -> float:
+        """Seconds a replica of this caller's pools stays up with nothing to do, then retires."""
         ...

@@ -9,17 +9,19 @@ same code path whether the actor sits on this node or another.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import inspect
 import logging
-import uuid
+import math
 from collections.abc import Callable
 from typing import Any, get_type_hints
 
+import cloudpickle
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from actors._pickle_check import explain_unpicklable
 from actors.exceptions import NotPicklable
-from actors.callers.protocol import ToolCallResult
+from actors.callers.protocol import DEFAULT_RETIRE_AFTER_S, ToolCallResult
 from actors.exceptions import SkillRegistrationError
 
 __all__ = ["SkillRegistry", "SkillSpec"]
@@ -66,18 +68,50 @@ class SkillRegistry:
 
     ``replicas`` sizes each skill's pool of subagent actors (spread over the cluster's nodes
     with Ray's SPREAD strategy); ``num_cpus`` is what each of them reserves.
+    ``retire_after_s``: how long a replica stays up with nothing to do before it ends itself
+    (default ``DEFAULT_RETIRE_AFTER_S``, so a run loop's next turn finds it warm); a call that
+    reaches a retiring replica goes to a new one, unrun there.
+
+    Two registries with the same skills (names, functions, types) and options share their
+    subagents: the pools are keyed by a digest of what the registry serves (``pool_key``).
     """
 
-    def __init__(self, *, replicas: int = 4, num_cpus: float = 0.0) -> None:
+    def __init__(self, *, replicas: int = 4, num_cpus: float = 0.0,
+                 retire_after_s: float = DEFAULT_RETIRE_AFTER_S) -> None:
         if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
             raise ValueError(f"replicas must be an int >= 1, got {replicas!r}")
         if num_cpus < 0:
             raise ValueError(f"num_cpus must be >= 0, got {num_cpus!r}")
+        if isinstance(retire_after_s, bool) or not isinstance(retire_after_s, (int, float)) \
+                or not math.isfinite(retire_after_s) or retire_after_s < 0:
+            raise ValueError(f"retire_after_s must be a finite number >= 0, got {retire_after_s!r}")
         self._skills: dict[str, SkillSpec] = {}
         self._replicas = replicas
         self._num_cpus = float(num_cpus)
-        # Identifies this registry's subagent pools across processes (it travels with pickles).
-        self.pool_key = f"skills-{uuid.uuid4().hex[:12]}"
+        self._retire_after_s = float(retire_after_s)
+        # The digest behind ``pool_key``, computed on first use and again after a registration;
+        # it travels with pickles, so every process names the same pools.
+        self._pool_key: str | None = None
+
+    @property
+    def retire_after_s(self) -> float:
+        """Seconds an idle subagent of this registry stays up before it retires."""
+        return self._retire_after_s
+
+    @property
+    def pool_key(self) -> str:
+        """Names this registry's subagent pools in every process: a digest of the skills'
+        names, functions and types and of the pool options, so equal registries share them."""
+        if self._pool_key is None:
+            served = [(spec.name, spec.fn, spec.input_type, spec.output_type, spec.replicas, spec.num_cpus)
+                      for spec in sorted(self._skills.values(), key=lambda spec: spec.name)]
+            blob = cloudpickle.dumps((served, self._replicas, self._num_cpus, self._retire_after_s))
+            self._pool_key = f"skills-{hashlib.sha1(blob).hexdigest()[:16]}"
+        return self._pool_key
+
+    def __getstate__(self) -> dict[str, Any]:
+        self.pool_key  # computed here, so the unpickled copy names the same pools
+        return self.__dict__.copy()
 
     def skill(
         self, name: str | None = None, *, replicas: int | None = None, num_cpus: float | None = None
@@ -130,6 +164,7 @@ class SkillRegistry:
             num_cpus=self._num_cpus if num_cpus is None else float(num_cpus),
         )
         self._skills[name] = spec
+        self._pool_key = None  # what the registry serves changed: so does its key
         return spec
 
     def names(self) -> list[str]:

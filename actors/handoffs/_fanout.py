@@ -12,6 +12,10 @@ the end of a batch whose items differ in length). So whenever a lane goes idle a
 is left to start, the driver withdraws an item still waiting behind another, and its own
 worker sends it again, to the idle lane. A replica only withdraws an item that has not
 started, so nothing runs twice.
+
+The ``Fanout`` is the one owner of the lane-to-replica binding: a lane with items in flight
+is bound to the pool slot of its first one, and ``slot_of`` hands that slot to the pool's
+``pick`` (the pool itself knows nothing of lanes).
 """
 
 from __future__ import annotations
@@ -46,8 +50,9 @@ class Fanout:
         batch = secrets.token_hex(6)
         self._batch = batch
         self._lanes = [f"{batch}:{i}" for i in range(lanes)]
-        # Per lane, the items sent and not yet answered, oldest first: (ticket, replica).
-        self._sent: dict[str, list[tuple[str, Any]]] = {lane: [] for lane in self._lanes}
+        # Per lane, the items sent and not yet answered, oldest first: (ticket, pool, slot,
+        # replica). A lane's items in flight of one pool are on one slot of it: the binding.
+        self._sent: dict[str, list[tuple[str, str, int, Any]]] = {lane: [] for lane in self._lanes}
         self._tickets = itertools.count()
         self._stealing = 0
         self._withdrawn = 0
@@ -63,11 +68,20 @@ class Fanout:
         lane = min(self._lanes, key=lambda name: len(self._sent[name]))
         return lane, f"{self._batch}/{next(self._tickets)}"
 
-    def sent(self, lane: str, ticket: str, replica: Any) -> None:
+    def slot_of(self, lane: str, pool: str) -> int | None:
+        """The slot of pool ``pool`` that ``lane`` is bound to while it has items of that pool
+        in flight (a batch may mix skills, each with its own pool); None: free to pick."""
+        for _ticket, sent_pool, slot, _replica in self._sent[lane]:
+            if sent_pool == pool:
+                return slot
+        return None
+
+    def sent(self, lane: str, ticket: str, pool: str, slot: int, replica: Any) -> None:
+        """An item went to ``replica`` (slot ``slot`` of pool ``pool``) on ``lane``."""
         sent = self._sent[lane]
         if not sent:
             metrics.add_in_flight(self._orchestrator, 1)
-        sent.append((ticket, replica))
+        sent.append((ticket, pool, slot, replica))
 
     def over(self, lane: str, ticket: str) -> None:
         """The send of ``ticket`` is answered, failed or cancelled."""
@@ -84,7 +98,7 @@ class Fanout:
         waiting = [sent[-1] for sent in self._sent.values() if len(sent) >= 2]
         self._stealing += 1
         try:
-            for ticket, replica in waiting:
+            for ticket, _pool, _slot, replica in waiting:
                 try:
                     if await replica.withdraw.remote(ticket):
                         self._withdrawn += 1

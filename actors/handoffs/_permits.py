@@ -1,6 +1,6 @@
 """Warm permits: one process's leases on one semaphore scope, reused between handoffs.
 
-They live in the subagent replica that runs skill bodies (see ``actors.handoffs.pools``): the
+They live in the subagent replica that runs skill bodies (see ``actors.handoffs.replica``): the
 replica takes a permit before a body starts and gives it back only once the body has really
 returned. A lease given back is kept idle for ``linger`` seconds, and the next body this
 replica starts takes it at no cost (no round trip to the semaphore actor).
@@ -19,18 +19,25 @@ Why reuse never breaks the cap or fairness:
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import logging
 import threading
 import time
+from concurrent.futures import CancelledError as CancelledFuture
 from typing import Any
 
 import ray
 
+from cluster.connect import SOLOIST_NAMESPACE
+from cluster.exceptions import SemaphoreUnavailable
 from cluster.process import Table, process_registry
 from cluster.semaphore import ClusterSemaphore, Lease
 
-__all__ = ["WarmPermits", "DEFAULT_LINGER_S", "permits_for", "drop_permits", "release_idle_permits"]
+__all__ = [
+    "WarmPermits", "DEFAULT_LINGER_S", "permits_for", "joined_permits", "drop_permits", "release_idle_permits",
+    "close_all_permits",
+]
 
 _log = logging.getLogger(__name__)
 _LOG_EXTRA = {"component": "warm-permits"}
@@ -63,6 +70,9 @@ class WarmPermits:
         self._reaper: threading.Thread | None = None
         self._watcher: threading.Thread | None = None
         self._closed = threading.Event()
+        # The watch thread's pending long poll, cancelled by ``close``: a process with a call of
+        # its own still pending cannot exit (a replica retiring would hang in its exit).
+        self._watch_pending: Any = None
         self._reused = 0
         # A process that exits gives its idle leases back at once instead of letting them
         # expire after the semaphore's TTL (other processes of the scope would wait that long).
@@ -124,9 +134,14 @@ class WarmPermits:
         return len(idle)
 
     def close(self) -> None:
-        """Release idle leases and stop keeping any (the scope is going away)."""
+        """Release idle leases, stop keeping any and stop watching (the scope is going away,
+        or the process is ending)."""
         self._closed.set()
         self.release_idle()
+        with self._lock:
+            pending, self._watch_pending = self._watch_pending, None
+        if pending is not None:
+            _cancel_watch(pending)
 
     def _release(self, lease: Lease) -> None:
         try:
@@ -152,8 +167,24 @@ class WarmPermits:
         contended = False
         while not self._closed.is_set():
             try:
-                contended = bool(ray.get(self._semaphore.watch_ref(contended)))
-            except ray.exceptions.RayError as exc:
+                # A future, not ray.get: this thread runs in an async actor (a replica), where
+                # ray.get prints Ray's "blocking ray.get inside async actor" on the console.
+                ref = self._semaphore.watch_ref(contended)
+                with self._lock:
+                    closed = self._closed.is_set()
+                    if not closed:
+                        self._watch_pending = ref
+                if closed:
+                    # Closed while this poll was being sent: ``close`` saw nothing pending, so
+                    # cancel it here (left parked, it would hold up a retiring replica's exit).
+                    _cancel_watch(ref)
+                    return
+                contended = bool(ref.future().result())
+                with self._lock:
+                    self._watch_pending = None
+            except (ray.exceptions.RayError, CancelledFuture) as exc:
+                if self._closed.is_set():
+                    return  # closed while watching: its poll was cancelled
                 _log.info("semaphore %s: stopped watching for waiters: %s", self._semaphore.scope, exc, extra=_LOG_EXTRA)
                 with self._lock:
                     self._contended = True  # no reuse against a semaphore we cannot hear
@@ -173,6 +204,14 @@ class WarmPermits:
                 self._idle = [(lease, since) for lease, since in self._idle if since > cutoff]
             for lease in expired:
                 self._release(lease)
+
+
+def _cancel_watch(ref: Any) -> None:
+    """End a pending semaphore watch: a process with a call of its own pending cannot exit."""
+    try:
+        ray.cancel(ref)
+    except Exception as exc:  # already answered, or Ray is gone: nothing is left pending
+        _log.debug("could not cancel the semaphore watch: %s", exc, extra=_LOG_EXTRA)
 
 
 # This process's warm permits, per (Ray session, scope). In a subagent replica they are
@@ -196,6 +235,32 @@ def permits_for(scope: str, owner: Any = None) -> WarmPermits:
     return _PERMITS.get_or_create(scope, lambda: fresh)
 
 
+async def joined_permits(scope: str, owner: Any = None) -> WarmPermits:
+    """``permits_for`` for an event loop (a replica's): joins the scope's live actor without
+    blocking the loop and without ``ray.get`` (which, in an async actor, blocks its loop and
+    prints Ray's warning on the driver's console). Raises ``SemaphoreUnavailable`` likewise."""
+    permits = _PERMITS.get(scope)
+    if permits is not None:
+        return permits
+    name = _semaphore_actor_name(scope)
+    try:
+        handle = await asyncio.to_thread(ray.get_actor, name, namespace=SOLOIST_NAMESPACE)
+    except ValueError:
+        raise SemaphoreUnavailable(
+            f"semaphore {scope!r}: no actor serves this scope (every run using it was closed)"
+        ) from None
+    limit, ttl_s = await handle.config.remote()
+    # The facade joined to that very actor: ``ClusterSemaphore.existing`` does the same with
+    # a blocking ``ray.get`` of the configuration.
+    fresh = WarmPermits(ClusterSemaphore(scope, permits=limit, ttl_s=ttl_s, _handle=handle), owner=owner)
+    return _PERMITS.get_or_create(scope, lambda: fresh)
+
+
+def _semaphore_actor_name(scope: str) -> str:
+    """The name of the actor serving ``scope`` (``cluster.semaphore``'s naming)."""
+    return f"soloist:sem:{scope}"
+
+
 def drop_permits(scope: str, permits: WarmPermits) -> None:
     """Forget ``permits`` (its scope's actor retired or was re-created) and close it."""
     _PERMITS.discard(scope, permits)
@@ -205,3 +270,10 @@ def drop_permits(scope: str, permits: WarmPermits) -> None:
 def release_idle_permits(scope: str) -> int:
     """Give back this process's idle leases on ``scope`` now (its run is closing)."""
     return sum(p.release_idle() for p in _PERMITS.select(lambda s: s == scope))
+
+
+def close_all_permits() -> None:
+    """Give back every idle lease this process keeps, on every scope, and stop watching the
+    semaphores (a replica retiring: nothing of its own may stay pending, or it cannot exit)."""
+    for permits in _PERMITS.select(lambda _scope: True):
+        drop_permits(permits.semaphore.scope, permits)

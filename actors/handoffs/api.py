@@ -3,7 +3,7 @@
 A handoff turns a ``Call``'s input into a JSON-clean dict, sends it to a subagent actor of
 the caller's pool, and decodes the tool's JSON text into ``out_type``. The subagent takes
 the permit of the run's cluster-wide semaphore before the body starts and gives it back
-once the body has returned (``actors.handoffs.pools`` has the safety argument): the requester
+once the body has returned (``actors.handoffs.replica`` has the safety argument): the requester
 holds no permit, so cancelling, timing out or pausing it never frees a permit early.
 State never travels: the caller builds the input from a snapshot and merges the output
 back with ``apply``.
@@ -33,7 +33,8 @@ from actors.exceptions import (
     ToolReportedError,
 )
 from actors.handoffs._fanout import LANE_DEPTH, Fanout
-from actors.handoffs.pools import HandoffRequest, SubagentPool, SubagentReply, pool_for
+from actors.handoffs.pools import SubagentPool, pool_for
+from actors.handoffs.replica import HandoffRequest, SubagentReply, retired_exit
 from actors.handoffs.settings import HandoffSettings, HandoffTarget
 from cluster.semaphore import ClusterSemaphore
 
@@ -139,19 +140,32 @@ def _timed_out(skill: str, timeout: float | None, reply: SubagentReply) -> Timeo
     )
 
 
+#: How long one call keeps being sent again because the replica it reached had retired (each
+#: time the pool creates the replica again; a retiring replica refuses a call unrun, and Ray
+#: frees its name a moment after it has exited). A hang guard: a load that delays Ray's news
+#: of an exit by seconds must not fail a call that never ran.
+_RETIRED_PATIENCE_S = 120.0
+#: How long ``_until_ended`` waits for one retiring replica to be gone before the call is
+#: sent again (and, should it still be there, refused again, unrun).
+_ENDING_WAIT_S = 5.0
+
+
 async def _send(pool: SubagentPool, request: HandoffRequest, fanout: Fanout | None) -> SubagentReply:
-    """One request to one replica of ``pool`` (on a lane of ``fanout``, if any), answered."""
+    """One request to one replica of ``pool`` (on a lane of ``fanout``, if any), answered;
+    ``retired`` (unrun) if that replica had retired."""
     lane = ticket = None
+    slot_wanted = None
     if fanout is not None:
         lane, ticket = fanout.route()
+        slot_wanted = fanout.slot_of(lane, pool.name)
         request = request.model_copy(update={"lane": lane, "ticket": ticket})
-    slot, actor = pool.pick(lane)
+    slot, actor = pool.pick(slot_wanted)
     if fanout is not None:
-        fanout.sent(lane, ticket, actor)  # type: ignore[arg-type]
+        fanout.sent(lane, ticket, pool.name, slot, actor)  # type: ignore[arg-type]
     try:
         ref = actor.handoff_call.remote(request.wire())
         try:
-            return SubagentReply.of_wire(await ref)
+            reply = SubagentReply.of_wire(await ref)
         except asyncio.CancelledError:
             # The subagent cancels the body; its permit is given back when the body has returned
             # (for a sync skill: when its thread does, see ``Interruptible``). Not recursive: Ray
@@ -161,14 +175,36 @@ async def _send(pool: SubagentPool, request: HandoffRequest, fanout: Fanout | No
             # body (its awaits are cancelled; a nested handoff cancels its subagent like this).
             ray.cancel(ref, recursive=False)
             raise
+        if reply.retired:  # refused unrun: the replica is ending; wait until it has, then re-create
+            await _until_ended(actor)
+            pool.retired(slot, actor)
+        return reply
     except (ray.exceptions.RayActorError, ray.exceptions.ActorUnschedulableError, ray.exceptions.NodeDiedError) as exc:
+        if retired_exit(exc):  # it had retired before the call reached it: the call never ran
+            pool.retired(slot, actor)
+            return SubagentReply(retired=True)
         pool.forget(slot, actor)
         ClusterSemaphore.report_lost(request.scope, actor)  # its semaphore asks Ray now, not a TTL later
         raise SubagentLost(request.skill, f"handoff {request.skill!r}: the subagent serving it was lost ({type(exc).__name__}); retry the call") from exc
     finally:
-        pool.returned(slot, lane)
+        pool.returned(slot)
         if fanout is not None:
             fanout.over(lane, ticket)  # type: ignore[arg-type]
+
+
+async def _until_ended(actor: Any) -> None:
+    """Until a replica that refused a call as retiring has exited (its name is then free for
+    the replica the pool creates next), at most ``_ENDING_WAIT_S``. It exits once the call
+    that retired it returns; an exiting actor runs no new call, so a ping may go unanswered."""
+    deadline = time.monotonic() + _ENDING_WAIT_S
+    while time.monotonic() < deadline:
+        try:
+            await asyncio.wait_for(asyncio.wrap_future(actor.ping.remote().future()), timeout=1.0)
+        except ray.exceptions.RayActorError:
+            return
+        except TimeoutError:
+            continue  # unanswered: it is exiting; ask until Ray reports it gone
+        await asyncio.sleep(0.01)
 
 
 async def _call_subagent(caller: Any, request: HandoffRequest, orchestrator: str, fanout: Fanout | None) -> ToolCallResult:
@@ -177,7 +213,21 @@ async def _call_subagent(caller: Any, request: HandoffRequest, orchestrator: str
     outcome, node = "error", ""
     try:
         reply = await _send(pool, request, fanout)
-        while reply.withdrawn:  # taken back unstarted, for a lane that went idle: send it there
+        resends = 0
+        first_refusal = 0.0
+        # Not run: taken back unstarted for a lane that went idle (send it there), or refused
+        # by a replica that retired (send it to the one the pool creates in its place).
+        while not reply.ran:
+            if reply.retired:
+                resends += 1
+                if resends == 1:
+                    first_refusal = time.monotonic()
+                elif time.monotonic() - first_refusal > _RETIRED_PATIENCE_S:
+                    raise SubagentLost(skill, f"handoff {skill!r}: replicas kept retiring as the call reached them "
+                                              f"({resends} times in {_RETIRED_PATIENCE_S:g}s); the call never ran; retry it")
+                # Ray frees a retired replica's name a moment after it exits; until then, the
+                # pool's re-creation joins the exited actor again: give it that moment.
+                await asyncio.sleep(min(0.01 * resends, 0.2))
             reply = await _send(pool, request, fanout)
         node = reply.node
         telemetry.record_semaphore_wait(orchestrator, reply.waited_s)

@@ -33,6 +33,8 @@ from pydantic import BaseModel
 from actors import telemetry
 from actors.agents.registry import AgentRegistry
 from actors.exceptions import HistoryCompacted, OrchestratorClosed, VersionConflict, WriteRefused
+from actors.handoffs.pools import retire_after_of
+from actors.handoffs.replica import create_replica
 from actors.orchestrator._change_log import ChangeLog
 from actors.orchestrator._history import read_history, retention_floor, state_at
 from actors.orchestrator._json_clean import clean_json
@@ -105,7 +107,8 @@ class OrchestratorActor:
         # The run's managed agents (subagent and coordinator actors); stored records are
         # loaded (and validated) now, their actors re-created lazily on first use.
         self._agents = AgentRegistry(
-            self._name, store=self._store, publish=self._publish_agent, io=self._run_io, caller=spec.caller, log=self._log
+            self._name, store=self._store, publish=self._publish_agent, io=self._run_io, caller=spec.caller, log=self._log,
+            replica_factory=_replica_factory,
         )
         # version -> the store future of a staged (not yet durable) write; lets a retried
         # request id wait for durability instead of being acknowledged early (batch mode).
@@ -642,3 +645,9 @@ def _run_fn(fn: Callable[[Any], Any], base: BaseModel) -> BaseModel:
 
 async def _await(awaitable: Any) -> Any:
     return await awaitable
+
+
+def _replica_factory(caller: Any, skill: str, *, name: str, num_cpus: float) -> Any:
+    """The agent registry's way to re-create a subagent: the handoff layer's, with the
+    caller's retirement grace (injected: the registry sits below the handoff layer)."""
+    return create_replica(caller, skill, name=name, num_cpus=num_cpus, retire_after_s=retire_after_of(caller))

@@ -9,6 +9,9 @@ on its behalf, and a batch fanned out by the outer run cannot multiply through n
 
 Do not nest a run into itself (directly or through a cycle): its calls would wait for
 permits that they themselves hold.
+
+It lives at the top of ``actors`` (not in ``callers``): it drives the handoff layer and the
+``Orchestrator`` facade, which both sit above the callers.
 """
 
 from __future__ import annotations
