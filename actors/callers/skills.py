@@ -66,8 +66,8 @@ class SkillSpec(BaseModel):
 class SkillRegistry:
     """Typed skills by name; a ``ToolCaller`` whose calls run in subagent actors.
 
-    ``replicas`` sizes each skill's pool of subagent actors (spread over the cluster's nodes
-    with Ray's SPREAD strategy); ``num_cpus`` is what each of them reserves.
+    ``replicas`` sizes each skill's pool of subagent actors (slot ``i`` on the ``i``-th alive
+    node, round robin); ``num_cpus`` is what each of them reserves.
     ``retire_after_s``: how long a replica stays up with nothing to do before it ends itself
     (default ``DEFAULT_RETIRE_AFTER_S``, so a run loop's next turn finds it warm); a call that
     reaches a retiring replica goes to a new one, unrun there.

@@ -363,15 +363,20 @@ def create_replica(caller: Any, skill: str, *, name: str, num_cpus: float, node:
                    retire_after_s: float = DEFAULT_RETIRE_AFTER_S) -> Any:
     """The named subagent actor ``name`` (joined if it is alive, created otherwise), on
     ``node`` when it is alive and has room there, elsewhere otherwise; it retires once idle
-    for ``retire_after_s``."""
+    for ``retire_after_s``, whoever created it and whether or not that process is still up."""
     if node is None:
         strategy: Any = "SPREAD"
     else:
         strategy = NodeAffinitySchedulingStrategy(node, soft=True, _spill_on_unavailable=True)
-    return _RemoteSubagent.options(
+    handle = _RemoteSubagent.options(
         name=name,
         namespace=SOLOIST_NAMESPACE,
         get_if_exists=True,
+        # Detached: a replica ends only by retiring (or by being killed), never because the
+        # process that created it dropped its handle or exited. It is shared by every process
+        # handing off for its caller key, and Ray kills a non-detached actor whose owner holds
+        # no handle any more, even with another process's call running in it.
+        lifetime="detached",
         num_cpus=num_cpus,
         # Ray places an actor that needs no resources at all on a random node, ignoring a soft
         # affinity. One byte of the (logical) memory resource every node has makes it honour
@@ -382,3 +387,7 @@ def create_replica(caller: Any, skill: str, *, name: str, num_cpus: float, node:
         max_task_retries=0,  # ...but the call it was serving fails: no silent re-execution
         max_concurrency=64,
     ).remote(caller, skill, retire_after_s)
+    # Its idle watch starts with its first call: a replica created but never called (its
+    # caller gone first) would otherwise never retire.
+    handle.ping.remote()
+    return handle

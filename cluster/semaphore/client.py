@@ -354,7 +354,7 @@ class ClusterSemaphore:
     shipped into actors; every copy talks to the same named actor.
     """
 
-    def __init__(self, scope: str, *, permits: int = 4, ttl_s: float = 10.0, _handle: Any = None) -> None:
+    def __init__(self, scope: str, *, permits: int = HARD_MAX_PERMITS, ttl_s: float = 10.0, _handle: Any = None) -> None:
         _check_config(scope, permits, ttl_s)
         if not ray.is_initialized():
             raise SemaphoreUnavailable(
@@ -402,7 +402,7 @@ class ClusterSemaphore:
         return cls(scope, permits=permits, ttl_s=ttl_s, _handle=handle)
 
     @classmethod
-    def open(cls, scope: str, *, permits: int = 4, ttl_s: float = 10.0) -> ClusterSemaphore:
+    def open(cls, scope: str, *, permits: int = HARD_MAX_PERMITS, ttl_s: float = 10.0) -> ClusterSemaphore:
         """Join the scope's live actor whatever its configuration, or create it with this one."""
         try:
             return cls.existing(scope)
@@ -501,7 +501,7 @@ class ClusterSemaphore:
         return (_rebuild, (self._scope, self._permits, self._ttl_s))
 
     async def acquire(
-        self, *, limit: int = 4, timeout: float | None = None, holder: str | None = None, owner: Any = None
+        self, *, limit: int = HARD_MAX_PERMITS, timeout: float | None = None, holder: str | None = None, owner: Any = None
     ) -> Lease:
         """Wait for a permit while fewer than ``min(limit, permits)`` are held cluster-wide.
 
@@ -573,7 +573,7 @@ class ClusterSemaphore:
         self._heartbeat.discard(lease.lease_id)
         self._handle.release.remote(lease.lease_id)
 
-    def hold(self, *, limit: int = 4, timeout: float | None = None) -> AsyncContextManager[Lease]:
+    def hold(self, *, limit: int = HARD_MAX_PERMITS, timeout: float | None = None) -> AsyncContextManager[Lease]:
         """``async with sem.hold(limit=n):`` acquire, run the body, release (also on cancel)."""
         _check_acquire(limit, timeout, None)
         return self._hold(limit, timeout)
@@ -599,7 +599,7 @@ class ClusterSemaphore:
         return await self._call(lambda: self._handle.watch.remote(contended))
 
     def watch_ref(self, contended: bool) -> Any:
-        """``watch`` as a Ray object ref (for a thread that waits with ``ray.get``)."""
+        """``watch`` as a Ray object ref (for a thread that waits on its future)."""
         return self._handle.watch.remote(contended)
 
     async def statistics(self) -> SemaphoreStatistics:
