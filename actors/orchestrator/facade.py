@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from actors import telemetry
 from actors._pickle_check import explain_unpicklable
 from actors.exceptions import NotPicklable, OrchestratorClosed, OrchestratorNotFound, VersionConflict, WriteRefused
+from actors.interrupts import RunStatus
 from actors.handoffs._permits import release_idle_permits
 from actors.handoffs.pools import track, untrack
 from actors.handoffs.settings import (
@@ -497,7 +498,7 @@ class Orchestrator(Generic[S]):
     # The declared surface the run layer (``actors.run.Run``) reports through: facts kept in
     # the run's store entry and its managed-agent records, not run state (no version moves).
 
-    async def mark_run(self, status: str, *, finished: bool = False) -> None:
+    async def mark_run(self, status: RunStatus, *, finished: bool = False) -> None:
         """Record the run's ``status`` in its store entry, with the time as ``finished_at``
         (``finished``: ``soloist gc`` reads it) or ``updated_at``. Owner's handle only."""
         self._require_owner("mark_run()")
