@@ -1,7 +1,8 @@
-"""A driver process for the console test: its own Ray, a few runs each handing off to a
-plain synchronous skill, everything Ray forwards from its workers on this process's console.
+"""A driver process for the console test: a job of its own on the test session's Ray, a few
+runs each handing off to a plain synchronous skill, everything Ray forwards from its job's
+workers on this process's console.
 
-``python -m tests.actors._sync_skill_driver RUNS``: prints ``DONE <outputs>`` at the end.
+``python -m tests.actors._sync_skill_driver RUNS ADDRESS``: prints ``DONE <outputs>`` at the end.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ async def main(runs: int) -> None:
 
 
 if __name__ == "__main__":
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=True)
+    ray.init(address=sys.argv[2], log_to_driver=True)
     try:
         asyncio.run(main(int(sys.argv[1])))
     finally:

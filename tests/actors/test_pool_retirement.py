@@ -174,9 +174,10 @@ async def test_batches_started_as_their_pool_retires_run_each_call_exactly_once(
 
 def test_a_sync_skill_prints_no_blocking_ray_get_warning_on_the_drivers_console():
     """Ray forwards every worker's log lines to its driver's console: run a driver as a process
-    of its own and read everything it printed."""
+    of its own (a job of its own on the session's Ray) and read everything it printed."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), RAY_DEDUP_LOGS="0", RAY_USAGE_STATS_ENABLED="0")
-    done = subprocess.run([sys.executable, "-m", "tests.actors._sync_skill_driver", "3"], cwd=ROOT, env=env,
+    address = ray.get_runtime_context().gcs_address
+    done = subprocess.run([sys.executable, "-m", "tests.actors._sync_skill_driver", "3", address], cwd=ROOT, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
     output = done.stdout
     assert done.returncode == 0, output[-3000:]

@@ -1,9 +1,10 @@
 """A driver that builds a ``SkillRegistry`` per run (a service, one run per request) ends up
 with as many subagent processes as it started with: pools no open run uses retire.
 
-The issue's driver, with the default settings: 200 runs, each with a fresh
+The issue's driver, with the default settings: runs, each with a fresh
 ``SkillRegistry(replicas=8)``, opened, handed off to once and closed, served four at a time
-(a service handling concurrent requests). Processes are
+(a service handling concurrent requests): 40 in the suite, the issue's 200 under
+``SOLOIST_RELIABILITY_FULL=1``. Processes are
 counted in Ray's actor table (the GCS's table of live named actors: every subagent replica
 is the named actor ``soloist:sub:{key}:{skill}:{slot}`` of class ``SubagentActor``; Ray's
 ``ray.util.state.list_actors`` needs the dashboard, which this test setup does not start)
@@ -21,11 +22,14 @@ from pydantic import BaseModel
 
 from actors import Call, Orchestrator, SkillRegistry, handoff
 from tests._waits import eventually
+from tests.reliability._support import scaled
 
-pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
+pytestmark = [pytest.mark.ray, pytest.mark.reliability, pytest.mark.usefixtures("ray_session")]
 
-#: Runs opened, handed off to once and closed, each with a fresh registry, ``AT_ONCE`` at a time.
-RUNS, AT_ONCE = 200, 4
+#: Runs opened, handed off to once and closed, each with a fresh registry, ``AT_ONCE`` at a time:
+#: each run starts its own actor processes (about 1 s a run on this 2-core machine), so the
+#: suite runs 40 and ``SOLOIST_RELIABILITY_FULL=1`` the issue's 200.
+RUNS, AT_ONCE = scaled(40, 200), 4
 #: Where a replica is counted: the namespace and name prefix of every subagent replica.
 REPLICA_NAMESPACE, REPLICA_PREFIX = "soloist", "soloist:sub:"
 
@@ -57,7 +61,7 @@ async def subagents_now() -> set[str]:
     return subagents()
 
 
-async def test_200_runs_each_with_a_fresh_registry_leave_no_subagent_process_behind():
+async def test_many_runs_each_with_a_fresh_registry_leave_no_subagent_process_behind():
     before = subagents()
     started = time.monotonic()
     peak = len(before)
