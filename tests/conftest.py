@@ -2,18 +2,23 @@
 
 Pure tests (tests/coordinators) never touch Ray. Tests that need a cluster ask for the
 ``ray_session`` fixture (``ray_module`` for module-scoped fixtures); it starts Ray once and
-shuts it down after the last test. Multi-node modules stop it and build their own
-``ray.cluster_utils.Cluster``; the next test that asks for ``ray_session`` starts it again.
+shuts it down after the last test. Multi-node modules stop it and share one
+``ray.cluster_utils.Cluster``; they run last, one after another, so the cluster is started
+once (the next test that asks for ``ray_session`` would stop it and start the session's Ray
+again).
 """
 
 from __future__ import annotations
 
 import os
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import pytest
+
+from tests._waits import HANG_GUARD_S
 
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -57,9 +62,25 @@ def _start_with_retry(start: Callable[[], _T], undo: Callable[[], None]) -> _T:
     raise AssertionError("unreachable")
 
 
+#: The multi-node cluster the multi-node modules share, while it is up (see ``multinode_cluster``).
+_multinode: Any = None
+
+
+def _stop_multinode() -> None:
+    """Disconnect from the shared multi-node cluster, if it is up, and shut every node down."""
+    global _multinode
+    import ray
+
+    if _multinode is not None:
+        ray.shutdown()
+        _multinode.shutdown()
+        _multinode = None
+
+
 def _start_session_ray() -> None:
     import ray
 
+    _stop_multinode()
     if not ray.is_initialized():
         _start_with_retry(lambda: ray.init(
             address="local",  # never join a cluster another test or process left running
@@ -69,6 +90,16 @@ def _start_session_ray() -> None:
             log_to_driver=True,
             namespace="soloist-tests",
         ), ray.shutdown)
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Move the modules that use ``multinode_cluster`` to the end (each module whole, in
+    collection order): they then share one cluster, started once, instead of each stopping
+    the session's Ray, starting three raylets and leaving the next test to restart Ray."""
+    multinode = {item.module for item in items if "multinode_cluster" in item.fixturenames}  # type: ignore[attr-defined]
+    if multinode:
+        items[:] = ([i for i in items if getattr(i, "module", None) not in multinode]
+                    + [i for i in items if getattr(i, "module", None) in multinode])
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -102,6 +133,7 @@ def _ray_teardown() -> Iterator[None]:
     yield
     import ray
 
+    _stop_multinode()
     if ray.is_initialized():
         ray.shutdown()
 
@@ -144,17 +176,26 @@ def _start_multinode() -> Any:
 def multinode_cluster(_ray_teardown: None) -> Iterator[Any]:
     """A head (2 CPUs) and two worker nodes (1 CPU each): three raylets on this machine.
 
-    Replaces the session's Ray for the module (the next ``ray_session`` starts it again) and
-    shuts every node down afterwards. A node Ray gave up on after its fixed 30 s (a busy
-    machine) is started again, as the session's Ray is.
+    Replaces the session's Ray (the next ``ray_session`` starts it again). Started by the first
+    multi-node module and shared by the ones after it (they run last, one after another: see
+    ``pytest_collection_modifyitems``); shut down with the session, or by the next
+    ``ray_session``. Each module starts on a head and two live workers: a worker node an
+    earlier module removed and did not add back is added here. A node Ray gave up on after
+    its fixed 30 s (a busy machine) is started again, as the session's Ray is.
     """
+    global _multinode
     import ray
 
-    if ray.is_initialized():
-        ray.shutdown()
-    cluster = _start_with_retry(_start_multinode, lambda: None)
-    ray.init(address=cluster.address, namespace="soloist-tests")
-    cluster.wait_for_nodes()
-    yield cluster
-    ray.shutdown()
-    cluster.shutdown()
+    if _multinode is None:
+        if ray.is_initialized():
+            ray.shutdown()
+        _multinode = _start_with_retry(_start_multinode, lambda: None)
+        ray.init(address=_multinode.address, namespace="soloist-tests")
+    while len(_multinode.worker_nodes) < 2:  # an earlier module removed a node and did not add it back
+        _multinode.add_node(num_cpus=1, object_store_memory=_NODE_OBJECT_STORE_BYTES)
+    _multinode.wait_for_nodes()
+    deadline = time.monotonic() + HANG_GUARD_S
+    while len(alive := [node for node in ray.nodes() if node["Alive"]]) != 3:  # a removed node is marked dead
+        assert time.monotonic() < deadline, f"the shared multi-node cluster has {len(alive)} live nodes, not 3"
+        time.sleep(0.1)
+    yield _multinode

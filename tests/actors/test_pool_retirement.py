@@ -49,10 +49,11 @@ def whoami(inp: WhoIn) -> WhoOut:
     return WhoOut(pid=os.getpid())
 
 
-def fresh_registry(**options: float) -> SkillRegistry:
-    """What a service builds per request: a new registry with the same skill."""
+def fresh_registry(skill: str = "whoami", **options: float) -> SkillRegistry:
+    """What a service builds per request: a new registry with the same skill (under ``skill``:
+    registries serving it under different names have pools of their own)."""
     registry = SkillRegistry(replicas=2, **options)  # type: ignore[arg-type]
-    registry.register("whoami", whoami)
+    registry.register(skill, whoami)
     return registry
 
 
@@ -109,33 +110,42 @@ async def test_an_idle_pool_retires_and_its_next_call_runs_in_a_new_replica():
 
 async def test_calls_racing_retirement_each_run_exactly_once(tmp_path):
     """A replica retiring as calls reach it: every call answers, and the ledger its bodies
-    write holds each call exactly once (never lost, never run twice)."""
+    write holds each call exactly once (never lost, never run twice). Two runs, each on a pool
+    of its own, send their calls at once (40 single calls and 6 batches in all): each waits
+    for its replicas to start again after every retirement, and the other's calls go on
+    meanwhile."""
     ledger = tmp_path / "ledger.txt"
-    run = Orchestrator(Empty(), caller=fresh_registry(retire_after_s=0.02))
     expected: list[str] = []
-    try:
-        for i in range(40):
-            call_id = f"single-{i}"
-            expected.append(call_id)
-            await handoff(run, Call("whoami", WhoIn(ledger=str(ledger), call_id=call_id)), WhoOut)
-            # Gaps around the grace period: some calls reach a replica that is about to retire,
-            # some one that has retired (a stale handle), some one still warm.
-            await asyncio.sleep((0.0, 0.015, 0.025, 0.04)[i % 4])
-        for batch in range(5):
-            calls = [Call("whoami", WhoIn(ledger=str(ledger), call_id=f"batch-{batch}-{j}")) for j in range(6)]
-            expected += [f"batch-{batch}-{j}" for j in range(6)]
-            results = await parallel_handoff(run, calls, WhoOut)
-            assert all(r.ok for r in results), [r.error for r in results if not r.ok]
-            await asyncio.sleep(0.03)
-    finally:
-        await run.close()
+
+    async def calls_racing_retirement(skill: str, singles: range, batches: range) -> None:
+        run = Orchestrator(Empty(), caller=fresh_registry(skill, retire_after_s=0.02))
+        try:
+            for i in singles:
+                call_id = f"{skill}:single-{i}"
+                expected.append(call_id)
+                await handoff(run, Call(skill, WhoIn(ledger=str(ledger), call_id=call_id)), WhoOut)
+                # Gaps around the grace period: some calls reach a replica that is about to
+                # retire, some one that has retired (a stale handle), some one still warm.
+                await asyncio.sleep((0.0, 0.015, 0.025, 0.04)[i % 4])
+            for batch in batches:
+                calls = [Call(skill, WhoIn(ledger=str(ledger), call_id=f"{skill}:batch-{batch}-{j}")) for j in range(6)]
+                expected.extend(f"{skill}:batch-{batch}-{j}" for j in range(6))
+                results = await parallel_handoff(run, calls, WhoOut)
+                assert all(r.ok for r in results), [r.error for r in results if not r.ok]
+                await asyncio.sleep(0.03)
+        finally:
+            await run.close()
+
+    await asyncio.gather(calls_racing_retirement("whoami", range(0, 20), range(0, 3)),
+                         calls_racing_retirement("whoami-too", range(20, 40), range(3, 6)))
     lines = ledger.read_text().splitlines()
     ran = [line.split()[0] for line in lines]
-    pids = {line.split()[1] for line in lines}
     assert sorted(ran) == sorted(expected), (
         f"ran {len(ran)} bodies for {len(expected)} calls; twice: {sorted({c for c in ran if ran.count(c) > 1})}, "
         f"never: {sorted(set(expected) - set(ran))}")
-    assert len(pids) > 1, "no replica retired during the calls: the race was not exercised"
+    for skill in ("whoami", "whoami-too"):
+        pids = {pid for call_id, pid in (line.split() for line in lines) if call_id.startswith(f"{skill}:")}
+        assert len(pids) > 1, f"no replica of {skill!r} retired during the calls: the race was not exercised"
 
 
 async def test_batches_started_as_their_pool_retires_run_each_call_exactly_once(tmp_path):
@@ -143,33 +153,41 @@ async def test_batches_started_as_their_pool_retires_run_each_call_exactly_once(
     (twice the cap wants permits, so the semaphore reports waiters and every replica's
     permit watch is re-sent as the replicas retire), after idle gaps around the grace
     period. Each call answers, and each body ran exactly once (the ledger): a retiring
-    replica refuses a call unrun and exits, and the call runs in the replica created next."""
+    replica refuses a call unrun and exits, and the call runs in the replica created next.
+    Two such runs, each on a pool of its own, go at once (16 rounds in all): each waits for its
+    replicas to start again after every retirement, and the other's rounds go on meanwhile."""
     ledger = tmp_path / "ledger.txt"
-    registry = SkillRegistry(replicas=3, retire_after_s=0.05)
-    registry.register("whoami", whoami)
-    run = Orchestrator(Empty(), caller=registry, max_parallel=2)
     expected: list[str] = []
 
-    def batch(name: str) -> list[Call]:
+    def batch(skill: str, name: str) -> list[Call]:
         ids = [f"{name}-{j}" for j in range(5)]
         expected.extend(ids)
-        return [Call("whoami", WhoIn(ledger=str(ledger), call_id=call_id)) for call_id in ids]
+        return [Call(skill, WhoIn(ledger=str(ledger), call_id=call_id)) for call_id in ids]
 
-    try:
-        for round_ in range(16):
-            outcomes = await asyncio.gather(parallel_handoff(run, batch(f"r{round_}a"), WhoOut),
-                                            parallel_handoff(run, batch(f"r{round_}b"), WhoOut))
-            failed = [r.error for results in outcomes for r in results if not r.ok]
-            assert not failed, f"round {round_}: {failed}"
-            await asyncio.sleep((0.04, 0.05, 0.06, 0.08)[round_ % 4])  # around the 0.05 s grace
-    finally:
-        await run.close()
+    async def rounds_racing_retirement(skill: str, rounds: range) -> None:
+        registry = SkillRegistry(replicas=3, retire_after_s=0.05)
+        registry.register(skill, whoami)
+        run = Orchestrator(Empty(), caller=registry, max_parallel=2)
+        try:
+            for round_ in rounds:
+                outcomes = await asyncio.gather(parallel_handoff(run, batch(skill, f"{skill}:r{round_}a"), WhoOut),
+                                                parallel_handoff(run, batch(skill, f"{skill}:r{round_}b"), WhoOut))
+                failed = [r.error for results in outcomes for r in results if not r.ok]
+                assert not failed, f"round {round_}: {failed}"
+                await asyncio.sleep((0.04, 0.05, 0.06, 0.08)[round_ % 4])  # around the 0.05 s grace
+        finally:
+            await run.close()
+
+    await asyncio.gather(rounds_racing_retirement("whoami", range(0, 8)),
+                         rounds_racing_retirement("whoami-too", range(8, 16)))
     lines = ledger.read_text().splitlines()
     ran = [line.split()[0] for line in lines]
     assert sorted(ran) == sorted(expected), (
         f"ran {len(ran)} bodies for {len(expected)} calls; twice: {sorted({c for c in ran if ran.count(c) > 1})}, "
         f"never: {sorted(set(expected) - set(ran))}")
-    assert len({line.split()[1] for line in lines}) > 3, "no replica retired between the batches: the race was not exercised"
+    for skill in ("whoami", "whoami-too"):
+        pids = {pid for call_id, pid in (line.split() for line in lines) if call_id.startswith(f"{skill}:")}
+        assert len(pids) > 3, f"no replica of {skill!r} retired between the batches: the race was not exercised"
 
 
 def test_a_sync_skill_prints_no_blocking_ray_get_warning_on_the_drivers_console():

@@ -105,9 +105,10 @@ def _soloist_actors() -> list[str]:
 
 
 #: Runs opened, joined to their semaphore (as at a first handoff) and closed one after
-#: another: each starts two actor processes, about 2 s on this 2-core machine; the issue's
-#: 200 under SOLOIST_RELIABILITY_FULL=1.
-RUNS = scaled(40, 200)
+#: another, in ``CHAINS`` chains at once (as a service's concurrent request handlers would):
+#: each run starts two actor processes, about 2 s on this 2-core machine; the issue's 200
+#: under SOLOIST_RELIABILITY_FULL=1.
+RUNS, CHAINS = scaled(40, 200), 4
 
 
 async def _open_join_close() -> None:
@@ -128,8 +129,12 @@ async def test_opening_and_closing_many_runs_leaves_the_soloist_actors_as_they_w
         return None if per_run else now
 
     before = await wait_for(singletons_only, "the first run's own actors to be gone")
-    for _ in range(RUNS):
-        await _open_join_close()
+
+    async def chain(runs: int) -> None:
+        for _ in range(runs):
+            await _open_join_close()
+
+    await asyncio.gather(*(chain(len(range(i, RUNS, CHAINS))) for i in range(CHAINS)))
     try:
         after = await wait_for(lambda: _settled(before), "the closed runs' actors to be gone", timeout=180)
     except AssertionError:
