@@ -93,13 +93,18 @@ def _start_session_ray() -> None:
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Move the modules that use ``multinode_cluster`` to the end (each module whole, in
-    collection order): they then share one cluster, started once, instead of each stopping
-    the session's Ray, starting three raylets and leaving the next test to restart Ray."""
-    multinode = {item.module for item in items if "multinode_cluster" in item.fixturenames}  # type: ignore[attr-defined]
-    if multinode:
-        items[:] = ([i for i in items if getattr(i, "module", None) not in multinode]
-                    + [i for i in items if getattr(i, "module", None) in multinode])
+    """Run the multi-node modules last (each module whole, otherwise in collection order):
+    first those that build clusters of their own, then those that use ``multinode_cluster``.
+    These then share one cluster, started once, instead of each stopping the session's Ray,
+    starting three raylets and leaving the next test to start the session's Ray again."""
+    rank: dict[object, int] = {}
+    for item in items:
+        module = getattr(item, "module", None)
+        if "multinode_cluster" in item.fixturenames:  # type: ignore[attr-defined]
+            rank[module] = 2
+        elif item.get_closest_marker("multinode") is not None:
+            rank[module] = max(rank.get(module, 0), 1)
+    items.sort(key=lambda item: rank.get(getattr(item, "module", None), 0))  # stable
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

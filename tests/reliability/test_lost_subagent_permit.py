@@ -82,11 +82,12 @@ def _actor(name: str) -> Any:
     return ray.get_actor(name, namespace=NAMESPACE)
 
 
-def crash_registry() -> SkillRegistry:
-    """``slow`` (counted; gated or timed) and ``crash`` (counted; ends by killing its own process)."""
+def crash_registry(suffix: str = "") -> SkillRegistry:
+    """``slow`` (counted; gated or timed) and ``crash`` (counted; ends by killing its own process),
+    each name followed by ``suffix`` (registries with different suffixes have pools of their own)."""
     skills = SkillRegistry(replicas=5)  # one more than the cap: a waiting call has a replica of its own
 
-    @skills.skill("slow")
+    @skills.skill(f"slow{suffix}")
     async def slow(inp: WorkIn) -> WorkOut:
         counter = _actor(inp.counter)
         await counter.enter.remote(ray.get_runtime_context().get_node_id())
@@ -98,7 +99,7 @@ def crash_registry() -> SkillRegistry:
         await counter.exit.remote("finished")
         return WorkOut(pid=os.getpid())
 
-    @skills.skill("crash")
+    @skills.skill(f"crash{suffix}")
     async def crash(inp: WorkIn) -> WorkOut:
         counter = _actor(inp.counter)
         await counter.enter.remote(ray.get_runtime_context().get_node_id())
@@ -116,19 +117,21 @@ class Empty(BaseModel):
 
 
 class Crashes:
-    """One run on a scope whose TTL no wait here reaches, its counter and its timeline."""
+    """One run on a scope whose TTL no wait here reaches, its counter and its timeline; its
+    skills' names end with ``suffix`` (see ``crash_registry``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, suffix: str = "") -> None:
+        self.suffix = suffix
         self.counter_name = f"peak-{os.urandom(4).hex()}"
         self.counter = PeakCounter.options(name=self.counter_name, namespace=NAMESPACE).remote()
         self.timeline_name = f"timeline-{os.urandom(4).hex()}"
         self.timeline = Timeline.options(name=self.timeline_name, namespace=NAMESPACE).remote()
         self.semaphore = ClusterSemaphore(f"scope-{self.counter_name}", ttl_s=TTL)
-        self.orch = Orchestrator(Empty(), caller=crash_registry(), name=f"run-{self.counter_name}",
+        self.orch = Orchestrator(Empty(), caller=crash_registry(suffix), name=f"run-{self.counter_name}",
                                  semaphore_scope=self.semaphore.scope)
 
     def call(self, skill: str, **fields: Any) -> Call:
-        return Call(skill, WorkIn(counter=self.counter_name, timeline=self.timeline_name, **fields))
+        return Call(f"{skill}{self.suffix}", WorkIn(counter=self.counter_name, timeline=self.timeline_name, **fields))
 
     async def close(self) -> None:
         await self.orch.close()
@@ -174,9 +177,25 @@ async def test_after_a_replica_crash_the_next_batch_reaches_four_bodies_and_neve
 
 async def test_a_crashed_replicas_permit_returns_without_waiting_for_its_ttl(run):
     """Each round: four bodies hold the four permits (one of them about to crash), a fifth call
-    waits for a permit; the crash, then the fifth body's start, are reported from inside."""
+    waits for a permit; the crash, then the fifth body's start, are reported from inside.
+    Two runs, each on a scope and pools of its own, go through their rounds at once (CRASHES
+    rounds in all): while one waits for its crashed replica to start again, the other goes on."""
     delays: list[float] = []
-    for round_ in range(CRASHES):
+    other = Crashes(suffix="-too")
+    try:
+        await asyncio.gather(_crash_rounds(run, range(0, CRASHES, 2), delays),
+                             _crash_rounds(other, range(1, CRASHES, 2), delays))
+    finally:
+        await other.close()
+    print(f"\ncrash -> permit back, over {CRASHES} crashes: median {statistics.median(delays):.2f}s, "
+          f"max {max(delays):.2f}s (ttl {TTL:g}s)")
+    assert len(delays) == CRASHES and all(d > 0 for d in delays)
+
+
+async def _crash_rounds(run: Crashes, rounds: range, delays: list[float]) -> None:
+    """The rounds ``rounds`` on ``run``, one after another; each one's delay from the crash
+    to the waiting body's start goes to ``delays``."""
+    for round_ in rounds:
         await run.counter.reset.remote()
         held = [run.call("crash", round=round_, wait_for_signal=True)]
         held += [run.call("slow", round=round_, gate=True) for _ in range(3)]
@@ -196,6 +215,3 @@ async def test_a_crashed_replicas_permit_returns_without_waiting_for_its_ttl(run
         assert all(r.ok for r in results[1:]), results
         report = await run.counter.report.remote()
         assert report["peak"] == 4, (round_, report)
-    print(f"\ncrash -> permit back, over {CRASHES} crashes: median {statistics.median(delays):.2f}s, "
-          f"max {max(delays):.2f}s (ttl {TTL:g}s)")
-    assert len(delays) == CRASHES and all(d > 0 for d in delays)
