@@ -100,7 +100,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     rank: dict[object, int] = {}
     for item in items:
         module = getattr(item, "module", None)
-        if "multinode_cluster" in item.fixturenames:  # type: ignore[attr-defined]
+        if "multinode_cluster" in getattr(item, "fixturenames", ()):
             rank[module] = 2
         elif item.get_closest_marker("multinode") is not None:
             rank[module] = max(rank.get(module, 0), 1)
