@@ -2,23 +2,20 @@
 
 Pure tests (tests/coordinators) never touch Ray. Tests that need a cluster ask for the
 ``ray_session`` fixture (``ray_module`` for module-scoped fixtures); it starts Ray once and
-shuts it down after the last test. Multi-node modules stop it and share one
-``ray.cluster_utils.Cluster``; they run last, one after another, so the cluster is started
-once (the next test that asks for ``ray_session`` would stop it and start the session's Ray
-again).
+shuts it down after the last test. Multi-node modules stop it and run on a
+``ray.cluster_utils.Cluster``; they run last, one after another, and share the cluster
+until one removes a node (the next test that asks for ``ray_session`` would stop it and
+start the session's Ray again).
 """
 
 from __future__ import annotations
 
 import os
-import time
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import pytest
-
-from tests._waits import HANG_GUARD_S
 
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -62,8 +59,10 @@ def _start_with_retry(start: Callable[[], _T], undo: Callable[[], None]) -> _T:
     raise AssertionError("unreachable")
 
 
-#: The multi-node cluster the multi-node modules share, while it is up (see ``multinode_cluster``).
+#: The multi-node cluster the multi-node modules share, while it is up (see ``multinode_cluster``),
+#: and the worker nodes it started with.
 _multinode: Any = None
+_multinode_workers: list[Any] = []
 
 
 def _stop_multinode() -> None:
@@ -181,26 +180,23 @@ def _start_multinode() -> Any:
 def multinode_cluster(_ray_teardown: None) -> Iterator[Any]:
     """A head (2 CPUs) and two worker nodes (1 CPU each): three raylets on this machine.
 
-    Replaces the session's Ray (the next ``ray_session`` starts it again). Started by the first
-    multi-node module and shared by the ones after it (they run last, one after another: see
-    ``pytest_collection_modifyitems``); shut down with the session, or by the next
-    ``ray_session``. Each module starts on a head and two live workers: a worker node an
-    earlier module removed and did not add back is added here. A node Ray gave up on after
-    its fixed 30 s (a busy machine) is started again, as the session's Ray is.
+    Replaces the session's Ray (the next ``ray_session`` starts it again). Started by a
+    multi-node module and kept for the next one (they run last, one after another: see
+    ``pytest_collection_modifyitems``) unless a worker node was removed meanwhile: Ray may
+    count a removed node alive for a while, so the next module gets a fresh cluster. Shut
+    down with the session, or by the next ``ray_session``. A node Ray gave up on after its
+    fixed 30 s (a busy machine) is started again, as the session's Ray is.
     """
-    global _multinode
+    global _multinode, _multinode_workers
     import ray
 
+    if _multinode is not None and set(_multinode.worker_nodes) != set(_multinode_workers):
+        _stop_multinode()  # a module removed (and perhaps added) a worker node
     if _multinode is None:
         if ray.is_initialized():
             ray.shutdown()
         _multinode = _start_with_retry(_start_multinode, lambda: None)
+        _multinode_workers = list(_multinode.worker_nodes)
         ray.init(address=_multinode.address, namespace="soloist-tests")
-    while len(_multinode.worker_nodes) < 2:  # an earlier module removed a node and did not add it back
-        _multinode.add_node(num_cpus=1, object_store_memory=_NODE_OBJECT_STORE_BYTES)
-    _multinode.wait_for_nodes()
-    deadline = time.monotonic() + HANG_GUARD_S
-    while len(alive := [node for node in ray.nodes() if node["Alive"]]) != 3:  # a removed node is marked dead
-        assert time.monotonic() < deadline, f"the shared multi-node cluster has {len(alive)} live nodes, not 3"
-        time.sleep(0.1)
+        _multinode.wait_for_nodes()
     yield _multinode
