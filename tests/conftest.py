@@ -2,10 +2,9 @@
 
 Pure tests (tests/coordinators) never touch Ray. Tests that need a cluster ask for the
 ``ray_session`` fixture (``ray_module`` for module-scoped fixtures); it starts Ray once and
-shuts it down after the last test. Multi-node modules stop it and run on a
-``ray.cluster_utils.Cluster``; they run last, one after another, and share the cluster
-until one removes a node (the next test that asks for ``ray_session`` would stop it and
-start the session's Ray again).
+shuts it down after the last test. Multi-node modules stop it and build their own
+``ray.cluster_utils.Cluster``; they run last (``pytest_collection_modifyitems``), so no test
+after them has to start the session's Ray again.
 """
 
 from __future__ import annotations
@@ -59,27 +58,9 @@ def _start_with_retry(start: Callable[[], _T], undo: Callable[[], None]) -> _T:
     raise AssertionError("unreachable")
 
 
-#: The multi-node cluster the multi-node modules share, while it is up (see ``multinode_cluster``),
-#: and the worker nodes it started with.
-_multinode: Any = None
-_multinode_workers: list[Any] = []
-
-
-def _stop_multinode() -> None:
-    """Disconnect from the shared multi-node cluster, if it is up, and shut every node down."""
-    global _multinode
-    import ray
-
-    if _multinode is not None:
-        ray.shutdown()
-        _multinode.shutdown()
-        _multinode = None
-
-
 def _start_session_ray() -> None:
     import ray
 
-    _stop_multinode()
     if not ray.is_initialized():
         _start_with_retry(lambda: ray.init(
             address="local",  # never join a cluster another test or process left running
@@ -93,9 +74,9 @@ def _start_session_ray() -> None:
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Run the multi-node modules last (each module whole, otherwise in collection order):
-    first those that build clusters of their own, then those that use ``multinode_cluster``.
-    These then share one cluster, started once, instead of each stopping the session's Ray,
-    starting three raylets and leaving the next test to start the session's Ray again."""
+    each stops the session's Ray for a cluster of its own, so no test after one has to start
+    the session's Ray again. Those that still use the session's Ray first (the benchmarks
+    module: its scaling measure replaces it), then those on ``multinode_cluster``."""
     rank: dict[object, int] = {}
     for item in items:
         module = getattr(item, "module", None)
@@ -137,7 +118,6 @@ def _ray_teardown() -> Iterator[None]:
     yield
     import ray
 
-    _stop_multinode()
     if ray.is_initialized():
         ray.shutdown()
 
@@ -180,23 +160,17 @@ def _start_multinode() -> Any:
 def multinode_cluster(_ray_teardown: None) -> Iterator[Any]:
     """A head (2 CPUs) and two worker nodes (1 CPU each): three raylets on this machine.
 
-    Replaces the session's Ray (the next ``ray_session`` starts it again). Started by a
-    multi-node module and kept for the next one (they run last, one after another: see
-    ``pytest_collection_modifyitems``) unless a worker node was removed meanwhile: Ray may
-    count a removed node alive for a while, so the next module gets a fresh cluster. Shut
-    down with the session, or by the next ``ray_session``. A node Ray gave up on after its
-    fixed 30 s (a busy machine) is started again, as the session's Ray is.
+    Replaces the session's Ray for the module (the next ``ray_session`` starts it again) and
+    shuts every node down afterwards. A node Ray gave up on after its fixed 30 s (a busy
+    machine) is started again, as the session's Ray is.
     """
-    global _multinode, _multinode_workers
     import ray
 
-    if _multinode is not None and set(_multinode.worker_nodes) != set(_multinode_workers):
-        _stop_multinode()  # a module removed (and perhaps added) a worker node
-    if _multinode is None:
-        if ray.is_initialized():
-            ray.shutdown()
-        _multinode = _start_with_retry(_start_multinode, lambda: None)
-        _multinode_workers = list(_multinode.worker_nodes)
-        ray.init(address=_multinode.address, namespace="soloist-tests")
-        _multinode.wait_for_nodes()
-    yield _multinode
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster = _start_with_retry(_start_multinode, lambda: None)
+    ray.init(address=cluster.address, namespace="soloist-tests")
+    cluster.wait_for_nodes()
+    yield cluster
+    ray.shutdown()
+    cluster.shutdown()
