@@ -21,7 +21,9 @@ from tests.reliability._cap_support import Intervals, cap_registry, new_named, r
 
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(900), pytest.mark.usefixtures("ray_session")]
 
-SECONDS = 20.0
+#: How long each fairness race lasts: hundreds of grants in the suite's 10 s; 20 s under
+#: SOLOIST_RELIABILITY_FULL=1.
+SECONDS = float(scaled(10, 20))
 
 
 class Empty(BaseModel):
