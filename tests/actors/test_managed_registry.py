@@ -58,6 +58,14 @@ async def _agent_events(orch: Orchestrator, count: int, since: int = 0) -> list[
     return out
 
 
+async def _listening(orch: Orchestrator, count: int) -> asyncio.Future[list[dict[str, Any]]]:
+    """The next ``count`` agent_state payloads, from a write made now: the subscription
+    replays from that write however late its first poll runs (one from the current version
+    starts at that poll, and misses what was published before it)."""
+    version = await orch.apply(lambda state: setattr(state, "conversation_stage", "listening"))
+    return asyncio.ensure_future(_agent_events(orch, count, since=version - 1))
+
+
 async def _kill_worker(orch: Orchestrator) -> None:
     os.kill((await orch.statistics()).pid, signal.SIGKILL)
 
@@ -69,7 +77,7 @@ async def test_agent_state_events_follow_store_writes_in_change_order(tmp_path: 
     try:
         handle = create_coordinator_actor(Finisher())
         config = coordinator_config(Finisher())
-        listener = asyncio.ensure_future(_agent_events(orch, 6))
+        listener = await _listening(orch, 6)
         await orch.agent_created("coordinator:a", "coordinator", config, handle)  # initializing, idle
         await orch.agent_changed("coordinator:a", "running")
         await orch.agent_created("coordinator:b", "coordinator", config, handle)  # initializing, idle
@@ -124,7 +132,7 @@ async def test_subagent_pool_replicas_are_recorded_when_created(tmp_path: Path) 
     orch = Orchestrator(AgentState(), name="pooled", caller=skills, store=tmp_path / "s.db")
     try:
         replicas = pool_for(skills, "managed_echo").statistics().replicas
-        listener = asyncio.ensure_future(_agent_events(orch, 2 * replicas))
+        listener = await _listening(orch, 2 * replicas)
         # Calls in flight together go to different replicas: one new replica per call.
         together = await parallel_handoff(orch, [_call("managed_echo", f"hi {i}") for i in range(replicas)], EchoIn)
         assert [r.output.text for r in together] == [f"hi {i}" for i in range(replicas)]
@@ -154,7 +162,7 @@ def _call(skill: str, text: str) -> Any:
 async def test_a_run_records_its_coordinators_running_idle_then_closed(tmp_path: Path) -> None:
     orch = Orchestrator(AgentState(), name="looped", store=tmp_path / "s.db")
     try:
-        listener = asyncio.ensure_future(_agent_events(orch, 5))
+        listener = await _listening(orch, 5)
         outcome = await Run(orch, [Finisher()], first="finisher").run("go")
         assert outcome.status in ("complete", "stopped")
         events = await listener
@@ -171,11 +179,11 @@ async def test_after_a_crash_agents_are_recreated_lazily_once_from_their_records
         config = coordinator_config(Finisher())
         await orch.agent_created("coordinator:f", "coordinator", config, create_coordinator_actor(Finisher()))
         await _kill_worker(orch)
-        after_restart = await orch.version()  # waits out the restart
+        await orch.version()  # waits out the restart
         (restored,) = await orch.agents()
         assert restored["lifecycle"] == "idle" and restored["live"] is False  # record only, no actor yet
         assert (await orch.statistics()).restarted
-        listener = asyncio.ensure_future(_agent_events(orch, 2, since=after_restart))
+        listener = await _listening(orch, 2)
         first, second = await asyncio.gather(orch.agent_handle("coordinator:f"), orch.agent_handle("coordinator:f"))
         assert first == second  # two concurrent first uses, one actor
         assert [e["lifecycle"] for e in await listener] == ["initializing", "idle"]
