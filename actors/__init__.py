@@ -33,6 +33,7 @@ from actors.callers.llm import (
 )
 from actors.callers.mcp import McpServer, McpTool, McpToolCaller, close_mcp_sessions
 from actors.nested import OrchestratorCaller
+from actors.callers.policy import PoolPolicy, ReplicaResources
 from actors.callers.protocol import (
     DEFAULT_POOL,
     DEFAULT_RETIRE_AFTER_S,
@@ -40,6 +41,7 @@ from actors.callers.protocol import (
     Interruptible,
     PooledCaller,
     RetiringPools,
+    ScalingPools,
     TextContent,
     ToolCaller,
     ToolCallResult,
@@ -79,6 +81,7 @@ from actors.exceptions import (
     OrchestratorClosed,
     OrchestratorNotFound,
     PathOutsideRoot,
+    PoolConfigError,
     SkillRegistrationError,
     SubagentLost,
     ToolReportedError,
@@ -89,6 +92,7 @@ from actors.exceptions import (
 from actors.handoffs._permits import WarmPermits
 from actors.handoffs.api import Call, Result, handoff, parallel_handoff
 from actors.handoffs.pools import PoolStatistics, pool_for
+from actors.handoffs.replica import ReplicaLoad
 from actors.handoffs.settings import HandoffSettings, HandoffTarget, effective_max_parallel
 from actors.orchestrator.changes import Change
 from actors.orchestrator.facade import (
@@ -120,6 +124,8 @@ __all__ = [
     "OrchestratorStatistics", "actor_name",
     # handoffs
     "HandoffSettings", "HandoffTarget", "pool_for", "PoolStatistics", "WarmPermits", "effective_max_parallel",
+    # pools
+    "PoolPolicy", "ReplicaResources", "ScalingPools", "PoolConfigError", "ReplicaLoad",
     # callers
     "PooledCaller", "DiscoversTools", "Interruptible", "DEFAULT_POOL", "RetiringPools", "DEFAULT_RETIRE_AFTER_S",
     "CompositeCaller", "OrchestratorCaller",

@@ -9,6 +9,7 @@ time subclass ``RuntimeError`` (or ``PermissionError`` for a refused write).
 from __future__ import annotations
 
 __all__ = [
+    "PoolConfigError",
     "VersionConflict",
     "WriteRefused",
     "OrchestratorClosed",
@@ -169,6 +170,12 @@ class NotJsonClean(ValueError):
 
 class SkillRegistrationError(TypeError):
     """Raised when a function cannot be registered as a skill; lists every problem found."""
+
+
+class PoolConfigError(ValueError):
+    """Raised at registration (or at a pool's first use, when Ray was not up at registration)
+    when a pool policy or a skill's resources are invalid, or no node of the cluster can hold
+    a replica; the message names the field. Nothing has started."""
 
 
 class UnknownTool(LookupError):

@@ -36,7 +36,7 @@ except ImportError:  # exercised by tests/actors/test_tracing_without_otel.py
 
 __all__ = [
     "handoff_span", "parallel_span", "subagent_span", "subagent_call", "current_carrier", "tracing_available",
-    "tracing_enabled", "set_tracing_enabled", "mark_handoff", "mark_error", "measured_apply", "in_flight", "record_semaphore_wait",
+    "tracing_enabled", "set_tracing_enabled", "mark_handoff", "mark_error", "measured_apply", "in_flight", "record_semaphore_wait", "record_queue_wait",
     "record_subagent_call", "record_handoff", "record_snapshot", "batch_finished", "handoff_outcome",
 ]
 
@@ -202,6 +202,12 @@ def record_subagent_call(orchestrator: str, skill: str, node: str, outcome: str)
 def record_semaphore_wait(orchestrator: str, seconds: float) -> None:
     """How long a handoff's subagent waited for its permit (it reports the wait back)."""
     metrics.record_semaphore_wait(orchestrator, seconds)
+
+
+def record_queue_wait(pool: str, skill: str, seconds: float) -> None:
+    """How long a subagent call waited before its body started: for a started replica (the
+    driver's share), then in its lane and for its permit (the replica's)."""
+    metrics.record_queue_wait(pool, skill, seconds)
 
 
 @contextlib.contextmanager

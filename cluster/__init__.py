@@ -11,6 +11,7 @@ from cluster.exceptions import (
 from cluster.logs import JsonFormatter, configure_logging
 from cluster.metrics import MetricsServer, serve_metrics
 from cluster.process import ProcessRegistry, RegistryStatistics, process_registry
+from cluster.replicas import ReplicaBudget, replica_budget, set_replica_budget
 from cluster.semaphore import ClusterSemaphore, Lease, SemaphoreStatistics
 
 __all__ = [
@@ -30,4 +31,7 @@ __all__ = [
     "process_registry",
     "ProcessRegistry",
     "RegistryStatistics",
+    "ReplicaBudget",
+    "replica_budget",
+    "set_replica_budget",
 ]

@@ -4,7 +4,7 @@ Owns every process-wide table of soloist, each a declared attribute of ``Process
 (not a name looked up at run time): the warm semaphore permits and subagent pools of
 handoffs, the runs that follow those pools' replicas, the keys of callers without a
 ``pool_key``, the handles of nested runs, the MCP sessions of subagents, the semaphore
-heartbeats, the metrics collector's handle and the stores the runs page keeps open. One
+heartbeats, the metrics collector's and the replica budget's handles and the stores the runs page keeps open. One
 object (``process_registry()``) instead of a module global per table, so the tables share
 one lifetime, one lock discipline and one ``statistics()``.
 
@@ -166,6 +166,8 @@ class ProcessRegistry:
         self.semaphore_heartbeats: Table[tuple[str, str], Any] = Table("semaphore.heartbeats", per_session=False)
         # cluster.metrics: the collector actor's handle (one per Ray session).
         self.metrics_collector: Table[str, Any] = Table("metrics.collector", per_session=True)
+        # The cluster-wide replica budget's actor handle (``cluster.replicas``).
+        self.replica_budget: Table[str, Any] = Table("replicas.budget", per_session=True)
         # cluster.cli.ui: one open store per path for the runs page's lifetime.
         self.ui_stores: Table[str, Any] = Table("ui.stores", per_session=False)
 

@@ -14,8 +14,12 @@ import uuid
 from collections.abc import Container
 from typing import Any
 
+from actors.callers.policy import PoolPolicy, ReplicaResources
 from actors.callers.protocol import (
     DEFAULT_POOL,
+    DEFAULT_RETIRE_AFTER_S,
+    RetiringPools,
+    ScalingPools,
     DiscoversTools,
     Interruptible,
     PooledCaller,
@@ -99,6 +103,26 @@ class CompositeCaller:
         except LookupError:
             return 1, 0.0  # the call will report the error; no need for a big pool
         return member.pool_options(name) if isinstance(member, PooledCaller) else DEFAULT_POOL
+
+    def pool_policy(self, name: str) -> PoolPolicy:
+        """The owning member's ``PoolPolicy`` for ``name`` (its pool's options otherwise)."""
+        try:
+            member = self.resolve(name)
+        except LookupError:
+            return PoolPolicy.up_to(1, retire_after_s=DEFAULT_RETIRE_AFTER_S)
+        if isinstance(member, ScalingPools):
+            return member.pool_policy(name)
+        grace = member.retire_after_s if isinstance(member, RetiringPools) else DEFAULT_RETIRE_AFTER_S
+        return PoolPolicy.up_to(self.pool_options(name)[0], retire_after_s=grace)
+
+    def replica_resources(self, name: str) -> ReplicaResources:
+        """What the owning member's replicas for ``name`` reserve."""
+        try:
+            member = self.resolve(name)
+        except LookupError:
+            return ReplicaResources()
+        return member.replica_resources(name) if isinstance(member, ScalingPools) else \
+            ReplicaResources(num_cpus=self.pool_options(name)[1])
 
     async def list_tools(self) -> list[str]:
         """Ask members that discover their tools (MCP) to list them; return every known name."""

@@ -12,8 +12,11 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from actors.callers.policy import PoolPolicy, ReplicaResources
+
 __all__ = [
     "TextContent", "ToolCallResult", "ToolCaller", "PooledCaller", "DiscoversTools", "Interruptible", "RetiringPools",
+    "ScalingPools",
     "DEFAULT_POOL", "DEFAULT_RETIRE_AFTER_S",
 ]
 
@@ -140,4 +143,19 @@ class RetiringPools(Protocol):
     @property
     def retire_after_s(self) -> float:
         """Seconds a replica of this caller's pools stays up with nothing to do, then retires."""
+        ...
+
+
+@runtime_checkable
+class ScalingPools(Protocol):
+    """A caller that gives each tool's pool a ``PoolPolicy`` and what its replicas reserve
+    (``SkillRegistry``, ``CompositeCaller``). Any other caller's pool grows up to its
+    ``pool_options`` replicas, one call each, and shrinks to none when idle."""
+
+    def pool_policy(self, name: str) -> PoolPolicy:
+        """How the pool that serves tool ``name`` grows and shrinks."""
+        ...
+
+    def replica_resources(self, name: str) -> ReplicaResources:
+        """What each replica of that pool reserves on its node."""
         ...

@@ -17,12 +17,13 @@ from collections.abc import Callable
 from typing import Any, get_type_hints
 
 import cloudpickle
+import ray
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from actors._pickle_check import explain_unpicklable
-from actors.exceptions import NotPicklable
+from actors.callers.policy import PoolPolicy, ReplicaResources, check_cluster_has, config_error
 from actors.callers.protocol import DEFAULT_RETIRE_AFTER_S, ToolCallResult
-from actors.exceptions import SkillRegistrationError
+from actors.exceptions import NotPicklable, PoolConfigError, SkillRegistrationError
 
 __all__ = ["SkillRegistry", "SkillSpec"]
 
@@ -49,6 +50,13 @@ async def _run_to_the_end(fn: Callable[..., Any], inp: Any) -> Any:
     return out
 
 
+def _resources_of(where: str, num_cpus: Any, num_gpus: Any, memory: Any, resources: Any) -> ReplicaResources:
+    try:
+        return ReplicaResources(num_cpus=num_cpus, num_gpus=num_gpus, memory=memory, resources=resources or {})
+    except ValidationError as exc:
+        raise config_error(where, exc) from None
+
+
 class SkillSpec(BaseModel):
     """A registered skill: its function, its types and how its subagent pool is sized."""
 
@@ -59,36 +67,48 @@ class SkillSpec(BaseModel):
     input_type: type[BaseModel]
     output_type: type[BaseModel]
     is_async: bool
-    replicas: int
-    num_cpus: float
+    policy: PoolPolicy
+    resources: ReplicaResources
+
+    @property
+    def replicas(self) -> int:
+        """The most replicas its pool holds (``policy.max_replicas``)."""
+        return self.policy.max_replicas
+
+    @property
+    def num_cpus(self) -> float:
+        return self.resources.num_cpus
 
 
 class SkillRegistry:
     """Typed skills by name; a ``ToolCaller`` whose calls run in subagent actors.
 
-    ``replicas`` sizes each skill's pool of subagent actors (slot ``i`` on the ``i``-th alive
-    node, round robin); ``num_cpus`` is what each of them reserves.
-    ``retire_after_s``: how long a replica stays up with nothing to do before it ends itself
-    (default ``DEFAULT_RETIRE_AFTER_S``, so a run loop's next turn finds it warm); a call that
-    reaches a retiring replica goes to a new one, unrun there.
+    Each skill has a pool of subagent actors. ``policy`` (a ``PoolPolicy``) sizes every
+    skill's pool by its load, from ``min_replicas`` to ``max_replicas``; or ``replicas=n``
+    alone: up to ``n`` replicas, one call each, none kept once idle for ``retire_after_s``
+    (default ``DEFAULT_RETIRE_AFTER_S``, so a run loop's next turn finds it warm). Neither:
+    ``replicas=4``. ``num_cpus``, ``num_gpus``, ``memory`` (bytes) and ``resources`` (custom
+    Ray resources) are what each replica reserves: it goes only to a node that has them.
+    ``register`` (and ``skill``) take the same options per skill. A call that reaches a
+    retiring replica goes to another one, unrun there.
+
+    Bad options raise ``PoolConfigError`` naming the field, and so does a resource that no
+    node of the cluster has (checked at registration when Ray is up, else at first use).
 
     Two registries with the same skills (names, functions, types) and options share their
     subagents: the pools are keyed by a digest of what the registry serves (``pool_key``).
     """
 
-    def __init__(self, *, replicas: int = 4, num_cpus: float = 0.0,
+    def __init__(self, *, replicas: int | None = None, policy: PoolPolicy | None = None, num_cpus: float = 0.0,
+                 num_gpus: float = 0.0, memory: int = 0, resources: dict[str, float] | None = None,
                  retire_after_s: float = DEFAULT_RETIRE_AFTER_S) -> None:
-        if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
-            raise ValueError(f"replicas must be an int >= 1, got {replicas!r}")
-        if num_cpus < 0:
-            raise ValueError(f"num_cpus must be >= 0, got {num_cpus!r}")
         if isinstance(retire_after_s, bool) or not isinstance(retire_after_s, (int, float)) \
                 or not math.isfinite(retire_after_s) or retire_after_s < 0:
-            raise ValueError(f"retire_after_s must be a finite number >= 0, got {retire_after_s!r}")
-        self._skills: dict[str, SkillSpec] = {}
-        self._replicas = replicas
-        self._num_cpus = float(num_cpus)
+            raise PoolConfigError(f"retire_after_s must be a finite number >= 0, got {retire_after_s!r}")
         self._retire_after_s = float(retire_after_s)
+        self._skills: dict[str, SkillSpec] = {}
+        self._policy = self._policy_of("the registry", replicas, policy, 4)
+        self._resources = _resources_of("the registry", num_cpus, num_gpus, memory, resources)
         # The digest behind ``pool_key``, computed on first use and again after a registration;
         # it travels with pickles, so every process names the same pools.
         self._pool_key: str | None = None
@@ -103,9 +123,9 @@ class SkillRegistry:
         """Names this registry's subagent pools in every process: a digest of the skills'
         names, functions and types and of the pool options, so equal registries share them."""
         if self._pool_key is None:
-            served = [(spec.name, spec.fn, spec.input_type, spec.output_type, spec.replicas, spec.num_cpus)
+            served = [(spec.name, spec.fn, spec.input_type, spec.output_type, spec.policy, spec.resources)
                       for spec in sorted(self._skills.values(), key=lambda spec: spec.name)]
-            blob = cloudpickle.dumps((served, self._replicas, self._num_cpus, self._retire_after_s))
+            blob = cloudpickle.dumps((served, self._policy, self._resources, self._retire_after_s))
             self._pool_key = f"skills-{hashlib.sha1(blob).hexdigest()[:16]}"
         return self._pool_key
 
@@ -113,19 +133,39 @@ class SkillRegistry:
         self.pool_key  # computed here, so the unpickled copy names the same pools
         return self.__dict__.copy()
 
-    def skill(
-        self, name: str | None = None, *, replicas: int | None = None, num_cpus: float | None = None
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Decorator: register ``fn`` under ``name`` (default: its ``__name__``); returns ``fn``."""
+    def skill(self, name: str | None = None, **options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Decorator: register ``fn`` under ``name`` (default: its ``__name__``) with ``register``'s
+        options; returns ``fn``."""
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-            self.register(name or getattr(fn, "__name__", ""), fn, replicas=replicas, num_cpus=num_cpus)
+            self.register(name or getattr(fn, "__name__", ""), fn, **options)
             return fn
 
         return register
 
-    def register(self, name: str, fn: Callable[..., Any], *, replicas: int | None = None, num_cpus: float | None = None) -> SkillSpec:
-        """Register ``fn``; its input and output types come from its annotations."""
+    def _policy_of(self, where: str, replicas: int | None, policy: PoolPolicy | None, default: int) -> PoolPolicy:
+        if replicas is not None and policy is not None:
+            raise PoolConfigError(f"{where}: pass replicas= or policy=, not both")
+        if policy is not None:
+            if isinstance(policy, dict):
+                try:
+                    return PoolPolicy.model_validate(policy)
+                except ValidationError as exc:
+                    raise config_error(f"{where}: policy", exc) from None
+            if not isinstance(policy, PoolPolicy):
+                raise PoolConfigError(f"{where}: policy must be a PoolPolicy, got {type(policy).__name__}")
+            return policy
+        if replicas is None:
+            replicas = default
+        if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
+            raise PoolConfigError(f"{where}: replicas must be an int >= 1, got {replicas!r}")
+        return PoolPolicy.up_to(replicas, retire_after_s=self._retire_after_s)
+
+    def register(self, name: str, fn: Callable[..., Any], *, replicas: int | None = None,
+                 policy: PoolPolicy | None = None, num_cpus: float | None = None, num_gpus: float | None = None,
+                 memory: int | None = None, resources: dict[str, float] | None = None) -> SkillSpec:
+        """Register ``fn``; its input and output types come from its annotations. The pool
+        options default to the registry's (see the class docstring)."""
         problems: list[str] = []
         if not isinstance(name, str) or not name.strip():
             problems.append(f"the skill name must be a non-empty string, got {name!r}")
@@ -146,9 +186,15 @@ class SkillRegistry:
         output_type = hints.get("return")
         if not (isinstance(output_type, type) and issubclass(output_type, BaseModel)):
             problems.append(f"the return annotation must be a pydantic model, got {output_type!r}")
-        replicas = self._replicas if replicas is None else replicas
-        if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
-            problems.append(f"replicas must be an int >= 1, got {replicas!r}")
+        where = f"skill {name!r}"
+        pool_policy = self._policy if replicas is None and policy is None else \
+            self._policy_of(where, replicas, policy, self._policy.max_replicas)
+        base = self._resources
+        reserved = _resources_of(
+            where, base.num_cpus if num_cpus is None else num_cpus, base.num_gpus if num_gpus is None else num_gpus,
+            base.memory if memory is None else memory, base.resources if resources is None else resources)
+        if ray.is_initialized():  # else the pool checks at its first use
+            check_cluster_has(name, reserved)
         if problems:
             raise SkillRegistrationError(f"cannot register skill {name!r}: " + "; ".join(problems))
         unpicklable = explain_unpicklable(fn, f"skill {name!r}")  # it runs in subagent actors, so it travels
@@ -160,8 +206,8 @@ class SkillRegistry:
             input_type=input_type,  # type: ignore[arg-type]
             output_type=output_type,  # type: ignore[arg-type]
             is_async=inspect.iscoroutinefunction(fn),
-            replicas=replicas,
-            num_cpus=self._num_cpus if num_cpus is None else float(num_cpus),
+            policy=pool_policy,
+            resources=reserved,
         )
         self._skills[name] = spec
         self._pool_key = None  # what the registry serves changed: so does its key
@@ -194,11 +240,18 @@ class SkillRegistry:
         return spec is None or spec.is_async
 
     def pool_options(self, name: str) -> tuple[int, float]:
-        """``(replicas, num_cpus)`` of the named skill's subagent pool."""
+        """``(max replicas, num_cpus)`` of the named skill's subagent pool."""
+        return self.pool_policy(name).max_replicas, self.replica_resources(name).num_cpus
+
+    def pool_policy(self, name: str) -> PoolPolicy:
+        """How the named skill's pool grows and shrinks."""
         spec = self._skills.get(name)
-        if spec is None:
-            return self._replicas, self._num_cpus
-        return spec.replicas, spec.num_cpus
+        return self._policy if spec is None else spec.policy
+
+    def replica_resources(self, name: str) -> ReplicaResources:
+        """What each replica of the named skill's pool reserves."""
+        spec = self._skills.get(name)
+        return self._resources if spec is None else spec.resources
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolCallResult:
         """Run a skill here and now (inside a subagent actor, normally).

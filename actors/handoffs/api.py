@@ -150,16 +150,17 @@ _RETIRED_PATIENCE_S = 120.0
 _ENDING_WAIT_S = 5.0
 
 
-async def _send(pool: SubagentPool, request: HandoffRequest, fanout: Fanout | None) -> SubagentReply:
+async def _send(pool: SubagentPool, request: HandoffRequest, fanout: Fanout | None) -> tuple[SubagentReply, float]:
     """One request to one replica of ``pool`` (on a lane of ``fanout``, if any), answered;
-    ``retired`` (unrun) if that replica had retired."""
+    ``retired`` (unrun) if that replica had retired. With the reply: how long the call
+    waited for a started replica."""
     lane = ticket = None
     slot_wanted = None
     if fanout is not None:
         lane, ticket = fanout.route()
         slot_wanted = fanout.slot_of(lane, pool.name)
         request = request.model_copy(update={"lane": lane, "ticket": ticket})
-    slot, actor = pool.pick(slot_wanted)
+    slot, actor, started_wait = await pool.pick(slot_wanted)
     if fanout is not None:
         fanout.sent(lane, ticket, pool.name, slot, actor)  # type: ignore[arg-type]
     try:
@@ -178,11 +179,11 @@ async def _send(pool: SubagentPool, request: HandoffRequest, fanout: Fanout | No
         if reply.retired:  # refused unrun: the replica is ending; wait until it has, then re-create
             await _until_ended(actor)
             pool.retired(slot, actor)
-        return reply
+        return reply, started_wait
     except (ray.exceptions.RayActorError, ray.exceptions.ActorUnschedulableError, ray.exceptions.NodeDiedError) as exc:
         if retired_exit(exc):  # it had retired before the call reached it: the call never ran
             pool.retired(slot, actor)
-            return SubagentReply(retired=True)
+            return SubagentReply(retired=True), started_wait
         pool.forget(slot, actor)
         ClusterSemaphore.report_lost(request.scope, actor)  # its semaphore asks Ray now, not a TTL later
         raise SubagentLost(request.skill, f"handoff {request.skill!r}: the subagent serving it was lost ({type(exc).__name__}); retry the call") from exc
@@ -212,7 +213,7 @@ async def _call_subagent(caller: Any, request: HandoffRequest, orchestrator: str
     pool = pool_for(caller, skill)
     outcome, node = "error", ""
     try:
-        reply = await _send(pool, request, fanout)
+        reply, started_wait = await _send(pool, request, fanout)
         resends = 0
         first_refusal = 0.0
         # Not run: taken back unstarted for a lane that went idle (send it there), or refused
@@ -228,9 +229,11 @@ async def _call_subagent(caller: Any, request: HandoffRequest, orchestrator: str
                 # Ray frees a retired replica's name a moment after it exits; until then, the
                 # pool's re-creation joins the exited actor again: give it that moment.
                 await asyncio.sleep(min(0.01 * resends, 0.2))
-            reply = await _send(pool, request, fanout)
+            reply, waited = await _send(pool, request, fanout)
+            started_wait += waited
         node = reply.node
         telemetry.record_semaphore_wait(orchestrator, reply.waited_s)
+        telemetry.record_queue_wait(pool.key, skill, started_wait + reply.queued_s)
         if reply.timed_out:
             outcome = "cancelled"
             raise _timed_out(skill, request.timeout, reply)

@@ -1,42 +1,57 @@
-"""The driver's side of a handoff: the per-skill pools of subagent replicas.
+"""The driver's side of a handoff: the per-skill pools of subagent replicas, sized by load.
 
-A pool is ``replicas`` named actors (``soloist:sub:{key}:{skill}:{slot}``) in the ``soloist``
-namespace, so every process handing off for the same caller key shares them; a replica
-that died is replaced on the next call that needs it, and one that retired (idle for its
-grace period, see ``actors.handoffs.replica``) is created again the same way. A
-``SkillRegistry``'s key is a digest of what it serves, so two equal registries (a service
-building one per request) share one set of replicas.
+A pool has up to ``max_replicas`` slots; slot ``i`` is the named actor
+``soloist:sub:{key}:{skill}:{i}`` in the ``soloist`` namespace, so every process handing off
+for the same caller key shares the replicas. A ``SkillRegistry``'s key is a digest of what it
+serves, so two equal registries (a service building one per request) share one set.
+
+Sizing (``PoolPolicy``): the pool wants ``ceil(ongoing / target_ongoing_calls)`` replicas,
+between ``min_replicas`` and ``max_replicas`` (and what the cluster's nodes can hold), where
+``ongoing`` is the calls this process has sent and not had answered plus those waiting for a
+replica. Once that want has stood for ``upscale_delay_s`` a grower thread asks the
+cluster-wide budget (``cluster.replicas``) for places, oldest request first, and creates the
+replicas on the alive nodes that have the skill's resources, a node added since included.
+Calls go only to replicas that have answered a ping (started): a new replica's start never
+delays a call that a started one can take at once. With no replica started (scale from
+zero) a call waits for the first. Shrinking is the replicas' own decision: one that has had
+nothing to run or wait for ``downscale_delay_s`` ends itself (``actors.handoffs.replica``),
+except the first ``min_replicas`` slots, which never retire. A replica that died is created
+again when wanted; a call it never ran is sent again, one it ran is never re-run.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import hashlib
 import itertools
 import logging
+import math
 import random
 import threading
-from typing import Any
+import time
+from typing import Any, NamedTuple
 
 import cloudpickle
 import ray
 from pydantic import BaseModel, ConfigDict
 
 from actors.agents.managed import AgentConfig
-from actors.callers.protocol import DEFAULT_POOL, DEFAULT_RETIRE_AFTER_S, PooledCaller, RetiringPools
+from actors.callers.policy import PoolPolicy, ReplicaResources, check_cluster_has
+from actors.callers.protocol import DEFAULT_POOL, DEFAULT_RETIRE_AFTER_S, PooledCaller, RetiringPools, ScalingPools
 from actors.handoffs.replica import create_replica
 from cluster.process import Table, WeakIdMap, process_registry
+from cluster.replicas import acquire_replica_place, capacity_for, nodes_for
 
-__all__ = ["SubagentPool", "pool_for", "PoolStatistics", "track", "untrack", "retire_after_of"]
+__all__ = ["SubagentPool", "pool_for", "PoolStatistics", "Picked", "track", "untrack", "retire_after_of",
+           "policy_of", "resources_of", "recreate_replica"]
 
 _log = logging.getLogger(__name__)
+_LOG_EXTRA = {"component": "subagent"}
 
-
-def _nodes_for(num_cpus: float) -> list[str]:
-    """The alive nodes that can hold a replica needing ``num_cpus``, in a stable order."""
-    return sorted(
-        node["NodeID"] for node in ray.nodes()
-        if node.get("Alive") and node.get("Resources", {}).get("CPU", 0.0) >= num_cpus
-    )
+#: How long one request to the replica budget waits before the grower looks again at
+#: whether the replica is still wanted (it keeps its rank in the queue).
+_BUDGET_WAIT_S = 1.0
 
 
 def retire_after_of(caller: Any) -> float:
@@ -44,8 +59,27 @@ def retire_after_of(caller: Any) -> float:
     return float(caller.retire_after_s) if isinstance(caller, RetiringPools) else DEFAULT_RETIRE_AFTER_S
 
 
+def policy_of(caller: Any, skill: str) -> PoolPolicy:
+    """The ``PoolPolicy`` of ``caller``'s pool for ``skill``: its own (``ScalingPools``), else
+    up to its ``pool_options`` replicas (``DEFAULT_POOL`` for a plain caller), one call each."""
+    if isinstance(caller, ScalingPools):
+        return caller.pool_policy(skill)
+    replicas = caller.pool_options(skill)[0] if isinstance(caller, PooledCaller) else DEFAULT_POOL[0]
+    return PoolPolicy.up_to(replicas, retire_after_s=retire_after_of(caller))
+
+
+def resources_of(caller: Any, skill: str) -> ReplicaResources:
+    """What each replica of ``caller``'s pool for ``skill`` reserves on its node."""
+    if isinstance(caller, ScalingPools):
+        return caller.replica_resources(skill)
+    num_cpus = caller.pool_options(skill)[1] if isinstance(caller, PooledCaller) else DEFAULT_POOL[1]
+    return ReplicaResources(num_cpus=num_cpus)
+
+
 class PoolStatistics(BaseModel):
-    """How a pool is doing, as seen from this process."""
+    """How a pool is doing, as seen from this process: its ``max_replicas`` (``replicas``),
+    the replicas it holds (``live``) and how many of those have started (``ready``), the calls
+    it has in flight (``ongoing``) and those waiting for a replica to start (``waiting``)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -53,74 +87,267 @@ class PoolStatistics(BaseModel):
     replicas: int
     calls: int
     replaced: int
+    min_replicas: int = 0
+    live: int = 0
+    ready: int = 0
+    ongoing: int = 0
+    waiting: int = 0
+    grown: int = 0
+
+
+class Picked(NamedTuple):
+    """The replica a call goes to: its slot, its handle, and how long the call waited for a
+    replica to be started (0 when one was)."""
+
+    slot: int
+    handle: Any
+    waited_s: float
 
 
 class SubagentPool:
-    """``replicas`` named subagent actors of one (caller, skill), picked least busy first.
+    """The replicas of one (caller, skill), sized by its ``PoolPolicy`` (see the module docstring).
 
-    ``pick`` sends a call to the replica with the fewest calls in flight from this process;
-    among those, to the one that finished a call last. Concurrent calls so spread over the
-    replicas (a parallel handoff at cap 4 keeps one call on each of four), while calls one
-    after another go back to the same replica, whose permit is still warm (kept for
-    ``DEFAULT_LINGER_S`` after its body returned): a run loop's next handoff then needs no
-    round trip to the semaphore. Round robin sent each call to the replica idle longest.
-    A batch's lane stays on one replica while it has calls in flight: its ``Fanout`` (the one
-    owner of that binding, see ``actors.handoffs._fanout``) passes the slot to ``pick``.
-    Each process starts from its own random slot, so two processes' single calls tend to
-    land on different replicas.
-
-    Slot ``i`` is placed on the ``i``-th alive node (round robin, from a random start), not
-    left to Ray's ``SPREAD``: that is best effort and, on a busy cluster, puts every replica
-    of a pool on one node. A lost replica is re-created on a node alive at that moment.
+    ``pick`` sends a call to a started replica: one below the policy's target of ongoing
+    calls if there is one (the one that finished a call last: its permit is still warm, and
+    the others go idle and may retire), else the least busy. A batch's lane stays on one
+    replica while it has calls in flight: its ``Fanout`` passes the slot to ``pick``.
+    Slot ``i`` is placed on the ``i``-th alive node with room (round robin from a random
+    start), not left to Ray's ``SPREAD``, which on a busy cluster puts a whole pool on one node.
     """
 
-    def __init__(self, caller: Any, skill: str, *, key: str, replicas: int, num_cpus: float,
-                 retire_after_s: float = DEFAULT_RETIRE_AFTER_S) -> None:
+    def __init__(self, caller: Any, skill: str, *, key: str, policy: PoolPolicy, resources: ReplicaResources) -> None:
         self._caller = caller
         self._skill = skill
-        self._name = f"soloist:sub:{key}:{skill}"
         self._key = key
-        self._replicas = replicas
-        self._num_cpus = num_cpus
-        self._retire_after = retire_after_s
-        # One handle per replica slot; a slot whose actor died or retired is re-created lazily.
-        self._handles: list[Any | None] = [None] * replicas
-        self._nodes: list[str] = []  # where slot i goes: _nodes[i % len]; refreshed after a loss
+        self._name = f"soloist:sub:{key}:{skill}"
+        self._policy = policy
+        self._resources = resources
+        self._needs = resources.needs()
+        slots = policy.max_replicas
+        self._slots = slots
+        # Per slot: the replica's handle (None: none now), whether it answered its first ping,
+        # and whether a grower is getting it a place and creating it.
+        self._handles: list[Any | None] = [None] * slots
+        self._ready = [False] * slots
+        self._growing = [False] * slots
+        self._nodes: list[str] = []
         self._first_node = random.randrange(1 << 16)
         # Per slot: calls in flight from this process, and when it last returned one (a
         # tick of ``_clock``; ties among never-used slots go from this process's start slot).
-        self._in_flight = [0] * replicas
-        self._start = random.randrange(replicas)
-        self._returned = [-((slot - self._start) % replicas) for slot in range(replicas)]
+        self._in_flight = [0] * slots
+        start = random.randrange(slots)
+        self._returned = [-((slot - start) % slots) for slot in range(slots)]
         self._clock = itertools.count(1)
         self._lock = threading.Lock()
         self._calls = 0
         self._replaced = 0
-        # Per slot: the runs (orchestrator handles) told that its replica was created; only they
-        # hear that it was lost or retired (a run that began tracking later never had it).
-        self._told: list[list[Any]] = [[] for _ in range(replicas)]
+        self._grown = 0
+        # Calls waiting for a replica to be started, each on its own future.
+        self._waiters: list[concurrent.futures.Future[None]] = []
+        # Since when (wall clock) the want has exceeded the replicas held: the upscale delay
+        # runs from it, and it ranks this pool's requests in the cluster-wide budget.
+        self._over_since: float | None = None
+        self._grower: threading.Thread | None = None
+        self._wake = threading.Event()
+        # Per slot: the runs told that its replica was created; only they hear that it was
+        # lost or retired (a run that began tracking later never had it).
+        self._told: list[list[Any]] = [[] for _ in range(slots)]
+        with self._lock:
+            self._note_demand()  # the min_replicas start now
 
     @property
     def name(self) -> str:
         return self._name
 
-    def _slot_handle(self, slot: int) -> Any:
-        handle = self._handles[slot]
-        if handle is None:
-            if not self._nodes:
-                self._nodes = _nodes_for(self._num_cpus)
-            node = self._nodes[(self._first_node + slot) % len(self._nodes)] if self._nodes else None
-            handle = create_replica(self._caller, self._skill, name=f"{self._name}:{slot}", num_cpus=self._num_cpus,
-                                    node=node, retire_after_s=self._retire_after)
+    @property
+    def key(self) -> str:
+        """The caller's pool key (the ``pool`` label of the pool's metrics)."""
+        return self._key
+
+    @property
+    def policy(self) -> PoolPolicy:
+        return self._policy
+
+    # ------------------------------------------------------------ sizing (under _lock)
+
+    def _held(self) -> int:
+        return sum(1 for slot in range(self._slots) if self._handles[slot] is not None or self._growing[slot])
+
+    def _wanted(self) -> int:
+        ongoing = sum(self._in_flight) + len(self._waiters)
+        wanted = math.ceil(ongoing / self._policy.target_ongoing_calls)
+        return max(self._policy.min_replicas, min(wanted, self._slots))
+
+    def _note_demand(self) -> None:
+        """Wake the grower when more replicas are wanted than held."""
+        if self._wanted() > self._held():
+            if self._over_since is None:
+                self._over_since = time.time()
+            if self._grower is None:
+                self._grower = threading.Thread(target=self._grow, name=f"soloist-grow-{self._skill}", daemon=True)
+                self._grower.start()
+            self._wake.set()
+        else:
+            self._over_since = None
+
+    # ------------------------------------------------------------ growing (the grower thread)
+
+    def _grow(self) -> None:
+        """Create wanted replicas until none are missing, then end (a new want starts another)."""
+        try:
+            while True:
+                with self._lock:
+                    missing = self._wanted() - self._held()
+                    if missing <= 0:
+                        self._over_since = None
+                        self._grower = None
+                        return
+                    since = self._over_since if self._over_since is not None else time.time()
+                    # Up to min_replicas, and from zero (a call waits for it), it grows at once.
+                    delayed = self._held() >= max(1, self._policy.min_replicas)
+                    due = since + (self._policy.upscale_delay_s if delayed else 0.0)
+                    self._wake.clear()
+                if time.time() < due:
+                    self._wake.wait(due - time.time())
+                    continue
+                self._grow_one(since)
+        except BaseException:
+            with self._lock:
+                self._grower = None
+            _log.exception("growing pool %s failed", self._name, extra=_LOG_EXTRA)
+            raise
+
+    def _grow_one(self, since: float) -> None:
+        with self._lock:
+            free = [slot for slot in range(self._slots) if self._handles[slot] is None and not self._growing[slot]]
+            capacity = capacity_for(self._needs)
+            if not free or (capacity is not None and self._held() >= capacity):
+                self._wake.clear()
+                wait = True
+            else:
+                slot, wait = free[0], False
+                self._growing[slot] = True
+        if wait:  # every slot is held, or the nodes hold no more: look again when something changes
+            self._wake.wait(1.0)
+            return
+        name = f"{self._name}:{slot}"
+        try:
+            while not acquire_replica_place(name, since, _BUDGET_WAIT_S):
+                with self._lock:
+                    if self._wanted() <= self._held() - 1:  # no longer wanted: give the slot back
+                        self._growing[slot] = False
+                        return
+            self._create(slot)
+        finally:
+            with self._lock:
+                self._growing[slot] = False
+
+    def _create(self, slot: int) -> Any:
+        """Create (or join) slot ``slot``'s replica and watch for its first answer."""
+        if not self._nodes:
+            self._nodes = nodes_for(self._needs)
+        node = self._nodes[(self._first_node + slot) % len(self._nodes)] if self._nodes else None
+        keep = slot < self._policy.min_replicas
+        handle = create_replica(self._caller, self._skill, name=f"{self._name}:{slot}", resources=self._resources,
+                                node=node, retire_after_s=math.inf if keep else self._policy.downscale_delay_s,
+                                pool=self._key)
+        with self._lock:
             self._handles[slot] = handle
-            self._report(slot, handle, None)  # once per (re-)creation: off the per-call path
+            self._ready[slot] = False
+            self._grown += 1
+            self._nodes = []  # the next growth places among the nodes alive then (a new one included)
+            self._report(slot, handle, None)
+        handle.ping.remote().future().add_done_callback(lambda done: self._started(slot, handle, done))
         return handle
+
+    def _started(self, slot: int, handle: Any, done: concurrent.futures.Future[Any]) -> None:
+        """The first ping of a new replica was answered (or failed: it is gone)."""
+        if done.exception() is not None:
+            self.forget(slot, handle)
+            return
+        with self._lock:
+            if self._handles[slot] is not handle:
+                return
+            self._ready[slot] = True
+            waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    # ------------------------------------------------------------ calls
+
+    def _choose(self, wanted: int | None) -> int | None:
+        ready = [slot for slot in range(self._slots) if self._ready[slot]]
+        if wanted is not None and wanted in ready:
+            return wanted
+        if not ready:
+            return None
+        target = self._policy.target_ongoing_calls
+        return min(ready, key=lambda i: (self._in_flight[i] >= target,
+                                          self._in_flight[i] if self._in_flight[i] >= target else -self._returned[i]))
+
+    async def pick(self, slot: int | None = None) -> Picked:
+        """The replica for the next call: ``slot``'s if given and started (a lane's), else as
+        the class docstring says; waits for a replica to start if none has.
+
+        Pair every pick with ``returned(slot)`` once the call is over, whatever its outcome.
+        """
+        began = time.perf_counter()
+        while True:
+            with self._lock:
+                chosen = self._choose(slot)
+                if chosen is not None:
+                    self._in_flight[chosen] += 1
+                    self._calls += 1
+                    self._note_demand()
+                    handle = self._handles[chosen]
+                    return Picked(chosen, handle, time.perf_counter() - began)
+                waiter: concurrent.futures.Future[None] = concurrent.futures.Future()
+                self._waiters.append(waiter)
+                self._note_demand()
+            try:
+                await asyncio.wrap_future(waiter)
+            finally:
+                with self._lock:
+                    if waiter in self._waiters:
+                        self._waiters.remove(waiter)
+
+    def returned(self, slot: int) -> None:
+        """The call sent to ``slot`` by ``pick`` is over (answered, failed or cancelled)."""
+        with self._lock:
+            self._in_flight[slot] -= 1
+            self._returned[slot] = next(self._clock)
+
+    def forget(self, slot: int, handle: Any) -> None:
+        """Drop a replica whose actor is gone, so a new one is created when wanted."""
+        with self._lock:
+            if self._handles[slot] is handle:
+                self._drop(slot)
+                self._replaced += 1
+                self._report(slot, handle, "the subagent actor was lost; it is replaced on the next call")
+                _log.warning("subagent %s:%d is gone; it will be replaced", self._name, slot,
+                             extra={**_LOG_EXTRA, "skill": self._skill})
+                self._note_demand()
+
+    def retired(self, slot: int, handle: Any) -> None:
+        """Drop a replica that retired (idle for its grace period): one is created again when wanted."""
+        with self._lock:
+            if self._handles[slot] is handle:
+                self._drop(slot)
+                self._report(slot, handle, None, closed=True)
+                _log.debug("subagent %s:%d retired", self._name, slot, extra={**_LOG_EXTRA, "skill": self._skill})
+                self._note_demand()
+
+    def _drop(self, slot: int) -> None:
+        self._handles[slot] = None
+        self._ready[slot] = False
+        self._nodes = []  # its node may be gone: place the next one among the nodes alive then
 
     def _report(self, slot: int, handle: Any, error: str | None, *, closed: bool = False) -> None:
         """Tell every run that tracks this pool's caller that a replica was created, lost or retired."""
         agent_id = f"{self._name}:{slot}"
-        config = AgentConfig(skill=self._skill, replicas=self._replicas, slot=slot, actor_name=agent_id,
-                             num_cpus=self._num_cpus)
+        config = AgentConfig(skill=self._skill, replicas=self._slots, slot=slot, actor_name=agent_id,
+                             num_cpus=self._resources.num_cpus)
         trackers = _trackers_of(self._key)
         if not closed and error is None:
             self._told[slot] = trackers
@@ -135,51 +362,31 @@ class SubagentPool:
             else:
                 orchestrator.agent_changed.remote(agent_id, "error", error)
 
-    def pick(self, slot: int | None = None) -> tuple[int, Any]:
-        """The replica for the next call: ``slot``'s if given (a lane's), else the one with the
-        fewest calls in flight, then the one that returned last.
-
-        Pair every pick with ``returned(slot)`` once the call is over, whatever its outcome.
-        """
-        with self._lock:
-            if slot is None:
-                slot = min(range(self._replicas), key=lambda i: (self._in_flight[i], -self._returned[i]))
-            handle = self._slot_handle(slot)
-            self._in_flight[slot] += 1
-            self._calls += 1
-            return slot, handle
-
-    def returned(self, slot: int) -> None:
-        """The call sent to ``slot`` by ``pick`` is over (answered, failed or cancelled)."""
-        with self._lock:
-            self._in_flight[slot] -= 1
-            self._returned[slot] = next(self._clock)
-
-    def forget(self, slot: int, handle: Any) -> None:
-        """Drop a replica whose actor is gone, so the next pick re-creates it."""
-        with self._lock:
-            if self._handles[slot] is handle:
-                self._handles[slot] = None
-                self._nodes = []  # its node may be gone: place the new one among the nodes alive then
-                self._replaced += 1
-                self._report(slot, handle, "the subagent actor was lost; it is replaced on the next call")
-                _log.warning("subagent %s:%d is gone; it will be replaced", self._name, slot, extra={"component": "subagent", "skill": self._skill})
-
-    def retired(self, slot: int, handle: Any) -> None:
-        """Drop a replica that retired (idle for its grace period): the next pick creates it again."""
-        with self._lock:
-            if self._handles[slot] is handle:
-                self._handles[slot] = None
-                self._report(slot, handle, None, closed=True)
-                _log.debug("subagent %s:%d retired; it is created again on the next call", self._name, slot,
-                           extra={"component": "subagent", "skill": self._skill})
-
     def handles(self) -> list[Any]:
+        """Every slot's replica, created now where missing (each through the budget): the
+        pool at its max, started ahead of a burst (a benchmark's fixed pool, a test's)."""
+        since = time.time()
+        for slot in range(self._slots):
+            with self._lock:
+                if self._handles[slot] is not None or self._growing[slot]:
+                    continue
+                self._growing[slot] = True
+            try:
+                while not acquire_replica_place(f"{self._name}:{slot}", since, _BUDGET_WAIT_S):
+                    pass
+                self._create(slot)
+            finally:
+                with self._lock:
+                    self._growing[slot] = False
         with self._lock:
-            return [self._slot_handle(i) for i in range(self._replicas)]
+            return [handle for handle in self._handles if handle is not None]
 
     def statistics(self) -> PoolStatistics:
-        return PoolStatistics(name=self._name, replicas=self._replicas, calls=self._calls, replaced=self._replaced)
+        with self._lock:
+            return PoolStatistics(
+                name=self._name, replicas=self._slots, calls=self._calls, replaced=self._replaced,
+                min_replicas=self._policy.min_replicas, live=sum(h is not None for h in self._handles),
+                ready=sum(self._ready), ongoing=sum(self._in_flight), waiting=len(self._waiters), grown=self._grown)
 
 
 # Every table below lives in the per-process registry (see ``cluster.process``).
@@ -220,13 +427,27 @@ def _trackers_of(key: str) -> list[Any]:
     return _TRACKERS.select(lambda k: k[0] == key)
 
 
+def recreate_replica(caller: Any, skill: str, *, name: str) -> Any:
+    """Replica ``name`` (``soloist:sub:{key}:{skill}:{slot}``) of ``caller``'s pool for
+    ``skill``, joined or created as its pool would create it (the managed-agent registry's
+    way back to a recorded subagent)."""
+    policy = policy_of(caller, skill)
+    key, slot = name.split(":")[2], int(name.rsplit(":", 1)[1])
+    keep = slot < policy.min_replicas
+    return create_replica(caller, skill, name=name, resources=resources_of(caller, skill), pool=key,
+                          retire_after_s=math.inf if keep else policy.downscale_delay_s)
+
+
 def pool_for(caller: Any, skill: str) -> SubagentPool:
-    """The (process-wide) pool that serves ``skill`` for ``caller``."""
+    """The (process-wide) pool that serves ``skill`` for ``caller``.
+
+    Raises ``PoolConfigError`` (creating nothing) when no node can hold one of its replicas.
+    """
     key = _caller_key(caller)
-
-    def create() -> SubagentPool:
-        replicas, num_cpus = caller.pool_options(skill) if isinstance(caller, PooledCaller) else DEFAULT_POOL
-        return SubagentPool(caller, skill, key=key, replicas=replicas, num_cpus=num_cpus,
-                            retire_after_s=retire_after_of(caller))
-
-    return _POOLS.get_or_create((key, skill), create)
+    pool = _POOLS.get((key, skill))
+    if pool is not None:
+        return pool
+    resources = resources_of(caller, skill)
+    check_cluster_has(skill, resources)  # before the table's lock: it asks Ray
+    return _POOLS.get_or_create(
+        (key, skill), lambda: SubagentPool(caller, skill, key=key, policy=policy_of(caller, skill), resources=resources))

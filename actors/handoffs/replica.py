@@ -31,7 +31,9 @@ when no driver is left to decide anything.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
+from collections import deque
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -39,18 +41,25 @@ import ray
 from pydantic import BaseModel, ConfigDict
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from actors.callers.policy import ReplicaResources
 from actors.callers.protocol import DEFAULT_RETIRE_AFTER_S, Interruptible, TextContent, ToolCallResult
 from actors.handoffs._lanes import Lanes
 from actors.handoffs._permits import WarmPermits, drop_permits, joined_permits, close_all_permits
 from actors.telemetry import subagent_span
-from cluster.connect import SOLOIST_NAMESPACE
+from cluster import metrics
+from cluster.connect import SOLOIST_NAMESPACE, actor_was_restarted
 from cluster.exceptions import SemaphoreUnavailable
 from cluster.semaphore import held_by_this_process
 
 __all__ = [
     "SubagentActor", "HandoffRequest", "SubagentReply", "RequestWire", "ReplyWire", "interruptible",
-    "create_replica", "retired_exit",
+    "create_replica", "retired_exit", "ReplicaLoad", "FIRST_CALL_GRACE_S",
 ]
+
+#: The least a replica that has not yet served a call waits before it retires.
+FIRST_CALL_GRACE_S = 2.0
+#: How long a retiring replica tries to push its last metrics (its gauge's drop).
+_FLUSH_ON_EXIT_S = 5.0
 
 #: Ray's words for an actor that ended itself with ``exit_actor`` (a replica retiring), as
 #: opposed to one killed (``ray.kill``), crashed or lost with its node: in the death cause
@@ -84,6 +93,7 @@ class ReplyWire(NamedTuple):
     withdrawn: bool
     retired: bool
     waited_s: float
+    queued_s: float
     node: str
 
 
@@ -117,6 +127,21 @@ class HandoffRequest(BaseModel):
         return cls(**RequestWire(*values)._asdict())
 
 
+class ReplicaLoad(BaseModel):
+    """One replica's work now: bodies running, calls waiting (in a lane or for a permit),
+    calls served since it started, the median wait of its last calls before their bodies
+    started, its idle grace (None: it never retires) and its node."""
+
+    model_config = ConfigDict(frozen=True)
+
+    running: int
+    waiting: int
+    served: int
+    queue_wait_p50_s: float
+    retire_after_s: float | None
+    node: str
+
+
 class SubagentReply(BaseModel):
     """A handoff call's answer: the tool's result, or that it timed out (and whether its body
     was stopped or runs on, holding its permit until it returns), or that it did not run:
@@ -130,7 +155,10 @@ class SubagentReply(BaseModel):
     stopped: bool = True
     withdrawn: bool = False
     retired: bool = False
+    #: Seconds the body waited for its permit (the semaphore's share of ``queued_s``).
     waited_s: float = 0.0
+    #: Seconds from the call's arrival here to its body's start: its lane, then its permit.
+    queued_s: float = 0.0
     node: str = ""
 
     @property
@@ -145,7 +173,7 @@ class SubagentReply(BaseModel):
             texts=None if result is None else [block.text for block in result.content],
             is_error=result is not None and result.is_error,
             timed_out=self.timed_out, stopped=self.stopped, withdrawn=self.withdrawn, retired=self.retired,
-            waited_s=self.waited_s, node=self.node,
+            waited_s=self.waited_s, queued_s=self.queued_s, node=self.node,
         ))
 
     @classmethod
@@ -155,7 +183,7 @@ class SubagentReply(BaseModel):
         result = None if wire.texts is None else ToolCallResult(
             content=[TextContent(text=text) for text in wire.texts], is_error=wire.is_error)
         return cls(result=result, timed_out=wire.timed_out, stopped=wire.stopped, withdrawn=wire.withdrawn,
-                   retired=wire.retired, waited_s=wire.waited_s, node=wire.node)
+                   retired=wire.retired, waited_s=wire.waited_s, queued_s=wire.queued_s, node=wire.node)
 
 
 def interruptible(caller: Any, name: str) -> bool:
@@ -181,9 +209,10 @@ class SubagentActor:
     Retires once idle for ``retire_after_s`` (see the module docstring).
     """
 
-    def __init__(self, caller: Any, skill: str, retire_after_s: float = DEFAULT_RETIRE_AFTER_S) -> None:
+    def __init__(self, caller: Any, skill: str, retire_after_s: float = DEFAULT_RETIRE_AFTER_S, pool: str = "") -> None:
         self._caller = caller
         self._skill = skill
+        self._pool = pool
         # Bodies whose requester stopped waiting (timeout) but that still run: kept
         # referenced until they return and give their permit back.
         self._orphans: set[asyncio.Future[Any]] = set()
@@ -192,7 +221,14 @@ class SubagentActor:
         self._permits: dict[str, WarmPermits] = {}
         self._node_id: str | None = None
         self._lanes = Lanes()
+        # inf: one of its pool's ``min_replicas``, which never retires.
         self._retire_after = max(0.0, float(retire_after_s))
+        # Until it has served a call, it waits at least ``FIRST_CALL_GRACE_S``: a replica grown
+        # for a burst must not end before the calls meant for it reach it.
+        self._served = 0
+        # The last calls' waits from arrival to body start (``load()``), newest last.
+        self._queued: deque[float] = deque(maxlen=64)
+        self._running = 0
         # Calls inside handoff_call now (waiting in a lane, for a permit, or running), and
         # when the last one entered or left: the replica is idle when both say so.
         self._active = 0
@@ -201,6 +237,8 @@ class SubagentActor:
         # on every call is refused unrun.
         self._retiring = False
         self._idle_watch: asyncio.Task[None] | None = None
+        if not actor_was_restarted():  # a restarted replica is the same replica: counted once
+            metrics.add_replicas(pool, skill, 1)
 
     async def _permits_of(self, scope: str) -> WarmPermits:
         permits = self._permits.get(scope)
@@ -221,23 +259,28 @@ class SubagentActor:
         if self._retiring:
             return SubagentReply(retired=True, node=self._node()).wire()
         self._active += 1
+        self._served += 1
         self._last_activity = time.monotonic()
         self._watch_idle()
+        arrived = time.perf_counter()
         try:
-            return (await self._handoff(HandoffRequest.of_wire(wire))).wire()
+            reply = await self._handoff(HandoffRequest.of_wire(wire), arrived)
+            if reply.ran:
+                self._queued.append(reply.queued_s)
+            return reply.wire()
         finally:
             self._active -= 1
             self._last_activity = time.monotonic()
 
-    async def _handoff(self, request: HandoffRequest) -> SubagentReply:
+    async def _handoff(self, request: HandoffRequest, arrived: float) -> SubagentReply:
         lane = request.lane
         if lane is None:
-            return await self._admitted(request)
+            return await self._admitted(request, arrived)
         # Behind the lane's earlier requests, holding no permit.
         if not await self._lanes.enter(lane, request.ticket or ""):
             return SubagentReply(withdrawn=True, node=self._node())
         try:
-            return await self._admitted(request)
+            return await self._admitted(request, arrived)
         except asyncio.CancelledError:
             # Only a driver cancelling its whole batch cancels a lane's call: the calls waiting
             # behind this one are being cancelled too, and none of them may start meanwhile.
@@ -248,7 +291,7 @@ class SubagentActor:
             # runs before this coroutine resumes), so the lane's next body takes it warm.
             self._lanes.leave(lane)
 
-    async def _admitted(self, request: HandoffRequest) -> SubagentReply:
+    async def _admitted(self, request: HandoffRequest, arrived: float) -> SubagentReply:
         permits = await self._permits_of(request.scope)
         started = time.perf_counter()
         try:
@@ -257,10 +300,13 @@ class SubagentActor:
             drop_permits(request.scope, permits)  # the scope was closed (or re-created): look again once
             permits = await self._permits_of(request.scope)
             lease = await permits.take(request.limit)
-        waited = time.perf_counter() - started
+        now = time.perf_counter()
+        waited, queued = now - started, now - arrived
         work = asyncio.ensure_future(self._run_tool(request.skill, request.arguments, request.trace_context))
+        self._running += 1
 
         def body_returned(fut: asyncio.Future[Any]) -> None:
+            self._running -= 1
             self._orphans.discard(fut)
             self._last_activity = time.monotonic()
             permits.give_back(lease, reuse=not fut.cancelled() and fut.exception() is None)
@@ -269,7 +315,7 @@ class SubagentActor:
         try:
             if request.timeout is None:
                 # Awaiting the task itself: cancelling this call cancels it (below, too).
-                return SubagentReply(result=await work, waited_s=waited, node=self._node())
+                return SubagentReply(result=await work, waited_s=waited, queued_s=queued, node=self._node())
             # asyncio.wait, not wait_for: a tool that itself raises TimeoutError is its own failure.
             await asyncio.wait({work}, timeout=request.timeout)
         except asyncio.CancelledError:
@@ -280,8 +326,8 @@ class SubagentActor:
             work.cancel()
             self._orphans.add(work)
             return SubagentReply(timed_out=True, stopped=interruptible(self._caller, request.skill), waited_s=waited,
-                                 node=self._node())
-        return SubagentReply(result=work.result(), waited_s=waited, node=self._node())
+                                 queued_s=queued, node=self._node())
+        return SubagentReply(result=work.result(), waited_s=waited, queued_s=queued, node=self._node())
 
     async def _run_tool(self, name: str, arguments: dict[str, Any], trace_context: dict[str, str] | None) -> ToolCallResult:
         with subagent_span(name, trace_context):  # the skill's spans nest under its handoff
@@ -290,21 +336,24 @@ class SubagentActor:
 
     # ------------------------------------------------------------ retirement
 
+    def _grace(self) -> float:
+        return self._retire_after if self._served else max(self._retire_after, FIRST_CALL_GRACE_S)
+
     def _idle(self) -> bool:
         """Nothing running or waiting here, no body left over, and nothing for the grace period."""
         return (self._active == 0 and not self._orphans and len(self._lanes) == 0
-                and time.monotonic() - self._last_activity >= self._retire_after)
+                and time.monotonic() - self._last_activity >= self._grace())
 
     def _watch_idle(self) -> None:
-        if self._retiring:
-            return  # it is ending: nothing more of its own may be sent (its exit waits for it)
+        if self._retiring or math.isinf(self._retire_after):
+            return  # it is ending (nothing more of its own may be sent: its exit waits for it), or it stays
         if self._idle_watch is None or self._idle_watch.done():
             self._idle_watch = asyncio.get_running_loop().create_task(self._until_idle())
 
     async def _until_idle(self) -> None:
         """Wait until the replica is idle, then ask itself to retire: the exit must happen in
         a call of the actor (``exit_actor`` ends the actor from a task), which checks again."""
-        period = min(max(self._retire_after / 4, 0.01), 1.0)
+        period = min(max(self._grace() / 4, 0.01), 1.0)
         while not self._idle():
             await asyncio.sleep(period)
         ray.get_runtime_context().current_actor.retire_if_idle.remote()
@@ -321,10 +370,20 @@ class SubagentActor:
         # Its idle warm leases go back now (a running body would hold one: there is none), and
         # its semaphore watches end (a call of its own still pending would hold up its exit).
         close_all_permits()
+        metrics.add_replicas(self._pool, self._skill, -1)
+        await asyncio.to_thread(metrics.flush, _FLUSH_ON_EXIT_S)  # the gauge drops before the process ends
         ray.actor.exit_actor()
         return True  # not reached: exit_actor raises
 
     # ------------------------------------------------------------ the rest of the surface
+
+    async def load(self) -> ReplicaLoad:
+        """What this replica is doing now (``soloist status``); not counted as activity."""
+        queued = sorted(self._queued)
+        return ReplicaLoad(running=self._running, waiting=max(0, self._active - self._running),
+                           served=self._served, queue_wait_p50_s=queued[len(queued) // 2] if queued else 0.0,
+                           retire_after_s=None if math.isinf(self._retire_after) else self._retire_after,
+                           node=self._node())
 
     async def withdraw(self, ticket: str) -> bool:
         """Take back a lane's request that has not started (see ``actors.handoffs._lanes``):
@@ -359,11 +418,16 @@ _RemoteSubagent = ray.remote(SubagentActor)
 _PLACEMENT_MEMORY_BYTES = 1
 
 
-def create_replica(caller: Any, skill: str, *, name: str, num_cpus: float, node: str | None = None,
-                   retire_after_s: float = DEFAULT_RETIRE_AFTER_S) -> Any:
+def create_replica(caller: Any, skill: str, *, name: str, num_cpus: float = 0.0, node: str | None = None,
+                   retire_after_s: float = DEFAULT_RETIRE_AFTER_S, resources: ReplicaResources | None = None,
+                   pool: str = "") -> Any:
     """The named subagent actor ``name`` (joined if it is alive, created otherwise), on
-    ``node`` when it is alive and has room there, elsewhere otherwise; it retires once idle
-    for ``retire_after_s``, whoever created it and whether or not that process is still up."""
+    ``node`` when it is alive and has room there, elsewhere otherwise; it reserves
+    ``resources`` (else ``num_cpus``) and retires once idle for ``retire_after_s`` (never:
+    ``math.inf``), whoever created it and whether or not that process is still up.
+    ``pool`` labels its metrics (its caller's pool key)."""
+    if resources is None:
+        resources = ReplicaResources(num_cpus=num_cpus)
     if node is None:
         strategy: Any = "SPREAD"
     else:
@@ -377,16 +441,18 @@ def create_replica(caller: Any, skill: str, *, name: str, num_cpus: float, node:
         # handing off for its caller key, and Ray kills a non-detached actor whose owner holds
         # no handle any more, even with another process's call running in it.
         lifetime="detached",
-        num_cpus=num_cpus,
+        num_cpus=resources.num_cpus,
+        num_gpus=resources.num_gpus,
+        resources=dict(resources.resources),
         # Ray places an actor that needs no resources at all on a random node, ignoring a soft
         # affinity. One byte of the (logical) memory resource every node has makes it honour
         # the affinity, and a replica whose node is lost still restarts on another node.
-        memory=_PLACEMENT_MEMORY_BYTES,
+        memory=max(resources.memory, _PLACEMENT_MEMORY_BYTES),
         scheduling_strategy=strategy,
         max_restarts=-1,  # a killed replica comes back for the next call...
         max_task_retries=0,  # ...but the call it was serving fails: no silent re-execution
         max_concurrency=64,
-    ).remote(caller, skill, retire_after_s)
+    ).remote(caller, skill, retire_after_s, pool)
     # Its idle watch starts with its first call: a replica created but never called (its
     # caller gone first) would otherwise never retire.
     handle.ping.remote()

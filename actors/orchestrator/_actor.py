@@ -33,8 +33,7 @@ from pydantic import BaseModel
 from actors import telemetry
 from actors.agents.registry import AgentRegistry
 from actors.exceptions import HistoryCompacted, OrchestratorClosed, VersionConflict, WriteRefused
-from actors.handoffs.pools import retire_after_of
-from actors.handoffs.replica import create_replica
+from actors.handoffs.pools import recreate_replica
 from actors.orchestrator._change_log import ChangeLog
 from actors.orchestrator._history import read_history, retention_floor, state_at
 from actors.orchestrator._json_clean import clean_json
@@ -648,6 +647,6 @@ async def _await(awaitable: Any) -> Any:
 
 
 def _replica_factory(caller: Any, skill: str, *, name: str, num_cpus: float) -> Any:
-    """The agent registry's way to re-create a subagent: the handoff layer's, with the
-    caller's retirement grace (injected: the registry sits below the handoff layer)."""
-    return create_replica(caller, skill, name=name, num_cpus=num_cpus, retire_after_s=retire_after_of(caller))
+    """The agent registry's way to re-create a subagent: the handoff layer's, with its pool's
+    policy and resources (injected: the registry sits below the handoff layer)."""
+    return recreate_replica(caller, skill, name=name)

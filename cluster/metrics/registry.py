@@ -52,7 +52,7 @@ from cluster.metrics._collector import (
 __all__ = [
     "METRICS", "MetricSpec", "BUCKETS", "serve_metrics", "MetricsServer", "flush", "enable", "disable", "enabled",
     "forget", "families", "render", "record_apply", "record_snapshot", "record_handoff", "record_semaphore_wait",
-    "add_in_flight", "set_state_version", "record_subagent_call", "request_flush", "read_totals", "handoffs_in_flight",
+    "add_in_flight", "set_state_version", "record_subagent_call", "record_queue_wait", "add_replicas", "request_flush", "read_totals", "handoffs_in_flight",
 ]
 
 _log = logging.getLogger(__name__)
@@ -81,6 +81,9 @@ METRICS: dict[str, MetricSpec] = {
     "soloist_semaphore_wait_seconds": MetricSpec("histogram", ("orchestrator",), "Time a handoff waited for a permit of the cluster-wide semaphore."),
     "soloist_state_version": MetricSpec("gauge_set", ("orchestrator",), "The orchestrator's last committed state version."),
     "soloist_subagent_calls_total": MetricSpec("counter", ("orchestrator", "skill", "node", "outcome"), "Tool calls served by subagent actors, by the node they ran on and outcome (ok, tool_error, error, cancelled)."),
+    # Per pool (a caller's pool key and a skill), not per run: a pool serves many runs.
+    "soloist_subagent_queue_wait_seconds": MetricSpec("histogram", ("pool", "skill"), "Time a subagent call waited before its body started: for a replica to be up, in its lane and for its permit."),
+    "soloist_subagent_replicas": MetricSpec("gauge_add", ("pool", "skill"), "Subagent replicas up now (started and not yet retired), counted by the replicas themselves."),
 }
 
 #: Histogram upper bounds in seconds (``+Inf`` is implied).
@@ -297,6 +300,16 @@ def set_state_version(orchestrator: str, version: int) -> None:
 def record_subagent_call(orchestrator: str, skill: str, node: str, outcome: str) -> None:
     if _recorder.enabled:
         _recorder.inc(("soloist_subagent_calls_total", (orchestrator, skill, node, outcome)))
+
+
+def record_queue_wait(pool: str, skill: str, seconds: float) -> None:
+    if _recorder.enabled:
+        _recorder.observe(("soloist_subagent_queue_wait_seconds", (pool, skill)), seconds)
+
+
+def add_replicas(pool: str, skill: str, delta: int) -> None:
+    if _recorder.enabled:
+        _recorder.add(("soloist_subagent_replicas", (pool, skill)), float(delta))
 
 
 # ------------------------------------------------------------------ exposition
