@@ -91,7 +91,7 @@ from actors.exceptions import (
 )
 from actors.handoffs._permits import WarmPermits
 from actors.handoffs.api import Call, Result, handoff, parallel_handoff
-from actors.handoffs.pools import PoolStatistics, pool_for
+from actors.handoffs.pools import PoolStatistics, PoolStatus, pool_for, pool_status
 from actors.handoffs.replica import ReplicaLoad
 from actors.handoffs.settings import HandoffSettings, HandoffTarget, effective_max_parallel
 from actors.orchestrator.changes import Change
@@ -125,7 +125,7 @@ __all__ = [
     # handoffs
     "HandoffSettings", "HandoffTarget", "pool_for", "PoolStatistics", "WarmPermits", "effective_max_parallel",
     # pools
-    "PoolPolicy", "ReplicaResources", "ScalingPools", "PoolConfigError", "ReplicaLoad",
+    "PoolPolicy", "ReplicaResources", "ScalingPools", "PoolConfigError", "ReplicaLoad", "PoolStatus", "pool_status",
     # callers
     "PooledCaller", "DiscoversTools", "Interruptible", "DEFAULT_POOL", "RetiringPools", "DEFAULT_RETIRE_AFTER_S",
     "CompositeCaller", "OrchestratorCaller",

@@ -72,6 +72,19 @@ class BenchConfig(BaseModel):
     """Rounds of the scaling measures (each round runs every level)."""
     # (9) metrics and tracing on vs off: no-op handoffs in one parallel batch.
     observability_calls: int = Field(400, ge=1)
+    # (11) pool autoscaling (issue 28): runs (cap 4 each) handing off sleeping calls at once to a
+    # pool from 1 replica up to ``pool_max_replicas``, a fixed pool of that many and Ray Serve.
+    pool_runs: int = Field(10, ge=1)
+    pool_calls_per_run: int = Field(40, ge=1)
+    pool_sleep_s: float = Field(0.1, gt=0)
+    pool_max_replicas: int = Field(40, ge=1)
+    pool_window_s: float = Field(60.0, gt=0)
+    """Each arm's burst-then-idle window (from the burst's start), over which replica-seconds count."""
+    pool_rounds: int = Field(3, ge=1)
+    """Rounds of the three arms (their order rotated each round)."""
+    pool_downscale_delay_s: float | None = Field(None, ge=0)
+    """The autoscaled pool's ``downscale_delay_s``; None: ``PoolPolicy``'s default (10 s). A
+    window shorter than the default needs a shorter delay to see the pool shrink."""
 
 
 def preset(mode: Mode) -> BenchConfig:
@@ -91,6 +104,10 @@ def preset(mode: Mode) -> BenchConfig:
             scaling_nodes=(1, 2), scaling_runs=(1, 2), scaling_calls_per_run=30, scaling_node_runs=1,
             scaling_node_replicas=2, memory_messages=20_000, memory_rounds=1,
             recovery_changes=(600,), checkpoint_every=250, recovery_kills=1, scaling_rounds=1, observability_calls=60,
+            # Two runs of the 40-call fan-out (up to 8 calls in flight; up to 8 replicas), a 4 s
+            # window and a 0.5 s downscale delay so the pool shrinks inside it (a replica grown
+            # for the burst that never got a call still waits 2 s).
+            pool_runs=2, pool_max_replicas=8, pool_window_s=4.0, pool_rounds=2, pool_downscale_delay_s=0.5,
         )
     if mode == "smallest":
         return BenchConfig(
@@ -102,5 +119,7 @@ def preset(mode: Mode) -> BenchConfig:
             scaling_node_runs=1, scaling_node_replicas=1,
             memory_messages=1_000, memory_rounds=1, recovery_changes=(100, 200), recovery_kills=1, scaling_rounds=1,
             checkpoint_every=50, observability_calls=20,
+            pool_runs=2, pool_calls_per_run=8, pool_sleep_s=0.02, pool_max_replicas=2, pool_window_s=1.5,
+            pool_rounds=1, pool_downscale_delay_s=0.5,
         )
     raise ValueError(f"unknown benchmark mode {mode!r}; use 'full', 'quick' or 'smallest'")

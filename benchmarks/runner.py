@@ -31,6 +31,7 @@ from benchmarks import (
     observability_cost,
     parallel_efficiency,
     peer_langgraph,
+    pool_scaling,
     recovery,
     scaling_nodes,
     scaling_runs,
@@ -59,6 +60,7 @@ MEASURES: tuple[ModuleType, ...] = (
     multi_driver,
     scaling_runs,
     exploration_accuracy,
+    pool_scaling,
     scaling_nodes,
 )
 

@@ -32,7 +32,7 @@ from cluster.process import process_registry
 
 __all__ = [
     "REPLICA_PREFIX", "DEFAULT_MAX_REPLICAS", "ReplicaBudget", "acquire_replica_place", "set_replica_budget",
-    "replica_budget", "live_replica_names", "nodes_for", "capacity_for", "missing_resources",
+    "replica_budget", "live_replica_names", "replica_pool_of", "replicas_per_pool", "nodes_for", "capacity_for", "missing_resources",
 ]
 
 _log = logging.getLogger(__name__)
@@ -46,6 +46,26 @@ _BUDGET_NAME = "soloist:replica-budget"
 _GRANT_HOLD_S = 30.0
 #: How often waiting requests look again at Ray's table (retirements free places silently).
 _POLL_S = 0.1
+
+
+def replica_pool_of(name: str) -> tuple[str, str] | None:
+    """``(pool key, skill)`` of replica ``soloist:sub:{key}:{skill}:{slot}`` (a skill may hold
+    ``:``); None for a name that is not a replica's."""
+    if not name.startswith(REPLICA_PREFIX):
+        return None
+    key, _, skill_slot = name[len(REPLICA_PREFIX):].partition(":")
+    skill, _, slot = skill_slot.rpartition(":")
+    return (key, skill) if key and skill and slot.isdigit() else None
+
+
+def replicas_per_pool() -> dict[tuple[str, str], int]:
+    """How many replicas each pool has up now, by ``(pool key, skill)``, from Ray's table."""
+    counts: dict[tuple[str, str], int] = {}
+    for name in live_replica_names():
+        pool = replica_pool_of(name)
+        if pool is not None:
+            counts[pool] = counts.get(pool, 0) + 1
+    return counts
 
 
 def live_replica_names() -> set[str]:
@@ -104,7 +124,10 @@ class _BudgetActor:
             waiter.future.set_result(True)
 
     async def _poll(self) -> None:
-        while self._waiting:
+        # Also while a granted place is not yet listed: it leaves ``_granted`` only when a look
+        # finds its replica listed, and one listed and gone again between two looks (created,
+        # served, retired) would otherwise count, unlisted, for ``_GRANT_HOLD_S``.
+        while self._waiting or self._granted:
             await asyncio.sleep(_POLL_S)
             self._grant()
 
@@ -114,7 +137,7 @@ class _BudgetActor:
         waiter = _Waiter(since, next(self._seq), replica, asyncio.get_running_loop().create_future())
         heapq.heappush(self._waiting, waiter)
         self._grant()
-        if not waiter.future.done() and (self._poller is None or self._poller.done()):
+        if (not waiter.future.done() or self._granted) and (self._poller is None or self._poller.done()):
             self._poller = asyncio.get_running_loop().create_task(self._poll())
         try:
             return await asyncio.wait_for(asyncio.shield(waiter.future), wait_s)

@@ -37,6 +37,10 @@ EXPORTS: dict[str, dict[str, list[str]]] = {
             "OrchestratorStatistics", "actor_name"],
         "what a handoff reads of its run, and the pools/permits behind it (inspected by tests and benchmarks)": [
             "HandoffSettings", "HandoffTarget", "pool_for", "PoolStatistics", "WarmPermits"],
+        "how a pool grows and shrinks, what its replicas reserve, and what it is doing across the cluster "
+        "(soloist status, the runs page)": [
+            "PoolPolicy", "ReplicaResources", "ScalingPools", "PoolConfigError", "ReplicaLoad", "PoolStatus",
+            "pool_status"],
         "the one cap rule (requested -> effective), so a display of a run's cap (the runs page) computes it as "
         "the run does": ["effective_max_parallel"],
         "the pooled-caller protocol and the callers soloist ships": [
@@ -77,6 +81,9 @@ EXPORTS: dict[str, dict[str, list[str]]] = {
         "log records as text or JSON with the component field": ["configure_logging", "JsonFormatter"],
         "the per-process registry (its statistics() shows what a process holds)": [
             "process_registry", "ProcessRegistry", "RegistryStatistics"],
+        "the cluster-wide budget of subagent replicas, and the replicas up per pool in Ray's own table (what tests "
+        "and benchmarks count from outside)": [
+            "ReplicaBudget", "replica_budget", "set_replica_budget", "live_replica_names", "replicas_per_pool"],
     },
     "cluster.semaphore": {
         "the semaphore's client and its pure lease table (unit-tested without Ray)": [
@@ -87,7 +94,7 @@ EXPORTS: dict[str, dict[str, list[str]]] = {
         "recording and serving the fixed metric names": [
             "METRICS", "MetricSpec", "BUCKETS", "serve_metrics", "MetricsServer", "flush", "enable", "disable",
             "enabled", "forget", "families", "render", "record_apply", "record_snapshot", "record_handoff",
-            "record_semaphore_wait", "add_in_flight", "set_state_version", "record_subagent_call", "request_flush"],
+            "record_semaphore_wait", "add_in_flight", "set_state_version", "record_subagent_call", "record_queue_wait", "add_replicas", "request_flush"],
         "the collector's totals, read by dashboards and tests": ["Aggregate", "MetricsDelta", "collector_handle"],
         "the cluster-wide totals as one scrape sees them (the runs page's in-flight chart)": [
             "read_totals", "handoffs_in_flight"],
@@ -95,6 +102,8 @@ EXPORTS: dict[str, dict[str, list[str]]] = {
     "cluster.cli": {
         "the `soloist` command and the library calls behind its subcommands": [
             "main", "build_parser", "explore", "code_skill_registry", "collect_status"],
+        "`soloist status`'s report and how it is rendered (a test renders the pools it found)": [
+            "StatusReport", "render_status"],
         "stdout kept for one JSON document (`--json`), Ray's output moved to stderr": ["stdout_reserved"],
     },
     "cluster.cli.ui": {

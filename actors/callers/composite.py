@@ -110,7 +110,7 @@ class CompositeCaller:
             member = self.resolve(name)
         except LookupError:
             return PoolPolicy.up_to(1, retire_after_s=DEFAULT_RETIRE_AFTER_S)
-        if isinstance(member, ScalingPools):
+        if isinstance(member, PooledCaller) and isinstance(member, ScalingPools):  # PooledCaller first: see pools
             return member.pool_policy(name)
         grace = member.retire_after_s if isinstance(member, RetiringPools) else DEFAULT_RETIRE_AFTER_S
         return PoolPolicy.up_to(self.pool_options(name)[0], retire_after_s=grace)
@@ -121,7 +121,7 @@ class CompositeCaller:
             member = self.resolve(name)
         except LookupError:
             return ReplicaResources()
-        return member.replica_resources(name) if isinstance(member, ScalingPools) else \
+        return member.replica_resources(name) if isinstance(member, PooledCaller) and isinstance(member, ScalingPools) else \
             ReplicaResources(num_cpus=self.pool_options(name)[1])
 
     async def list_tools(self) -> list[str]:

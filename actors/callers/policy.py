@@ -95,8 +95,12 @@ class ReplicaResources(BaseModel):
 
 def config_error(where: str, exc: ValidationError) -> PoolConfigError:
     """A ``PoolConfigError`` that names each field pydantic refused, for ``where`` (a skill)."""
-    problems = "; ".join(f"{'.'.join(str(part) for part in error['loc']) or 'policy'}: {error['msg']}"
-                         for error in exc.errors())
+    def message(error: Any) -> str:
+        text = str(error["msg"]).removeprefix("Value error, ")
+        field = ".".join(str(part) for part in error["loc"])
+        return f"{field}: {text}" if field else text
+
+    problems = "; ".join(message(error) for error in exc.errors())
     return PoolConfigError(f"{where}: {problems}")
 
 

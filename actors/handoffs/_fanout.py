@@ -15,7 +15,9 @@ started, so nothing runs twice.
 
 The ``Fanout`` is the one owner of the lane-to-replica binding: a lane with items in flight
 is bound to the pool slot of its first one, and ``slot_of`` hands that slot to the pool's
-``pick`` (the pool itself knows nothing of lanes).
+``pick`` with how many of the lane's items are there (``on_slot``); the pool keeps the lane
+there unless other calls crowd that replica and a started one has room (it knows nothing
+else of lanes).
 """
 
 from __future__ import annotations
@@ -51,8 +53,10 @@ class Fanout:
         self._batch = batch
         self._lanes = [f"{batch}:{i}" for i in range(lanes)]
         # Per lane, the items sent and not yet answered, oldest first: (ticket, pool, slot,
-        # replica). A lane's items in flight of one pool are on one slot of it: the binding.
-        self._sent: dict[str, list[tuple[str, str, int, Any]]] = {lane: [] for lane in self._lanes}
+        # replica). A lane's items in flight of one pool are on one slot, unless it moved off
+        # a crowded replica: the binding
+        # (slot and replica are None while the item waits for a started replica).
+        self._sent: dict[str, list[tuple[str, str, int | None, Any]]] = {lane: [] for lane in self._lanes}
         self._tickets = itertools.count()
         self._stealing = 0
         self._withdrawn = 0
@@ -68,20 +72,30 @@ class Fanout:
         lane = min(self._lanes, key=lambda name: len(self._sent[name]))
         return lane, f"{self._batch}/{next(self._tickets)}"
 
+    def on_slot(self, lane: str, pool: str, slot: int | None) -> int:
+        """How many of ``lane``'s items in flight are on slot ``slot`` of pool ``pool``."""
+        return sum(1 for _ticket, sent_pool, sent_slot, _replica in self._sent[lane]
+                   if sent_pool == pool and sent_slot == slot and slot is not None)
+
     def slot_of(self, lane: str, pool: str) -> int | None:
         """The slot of pool ``pool`` that ``lane`` is bound to while it has items of that pool
         in flight (a batch may mix skills, each with its own pool); None: free to pick."""
         for _ticket, sent_pool, slot, _replica in self._sent[lane]:
-            if sent_pool == pool:
+            if sent_pool == pool and slot is not None:
                 return slot
         return None
 
-    def sent(self, lane: str, ticket: str, pool: str, slot: int, replica: Any) -> None:
-        """An item went to ``replica`` (slot ``slot`` of pool ``pool``) on ``lane``."""
+    def sent(self, lane: str, ticket: str, pool: str) -> None:
+        """An item of pool ``pool`` is on its way on ``lane`` (``bound`` says to which replica)."""
         sent = self._sent[lane]
         if not sent:
             metrics.add_in_flight(self._orchestrator, 1)
-        sent.append((ticket, pool, slot, replica))
+        sent.append((ticket, pool, None, None))
+
+    def bound(self, lane: str, ticket: str, slot: int, replica: Any) -> None:
+        """The item ``ticket`` of ``lane`` went to ``replica``, slot ``slot`` of its pool."""
+        self._sent[lane] = [(t, pool, slot, replica) if t == ticket else (t, pool, s, r)
+                            for t, pool, s, r in self._sent[lane]]
 
     def over(self, lane: str, ticket: str) -> None:
         """The send of ``ticket`` is answered, failed or cancelled."""
@@ -95,7 +109,7 @@ class Fanout:
         idle = sum(1 for sent in self._sent.values() if not sent)
         if idle <= self._stealing:
             return
-        waiting = [sent[-1] for sent in self._sent.values() if len(sent) >= 2]
+        waiting = [sent[-1] for sent in self._sent.values() if len(sent) >= 2 and sent[-1][3] is not None]
         self._stealing += 1
         try:
             for ticket, _pool, _slot, replica in waiting:

@@ -148,6 +148,10 @@ _RETIRED_PATIENCE_S = 120.0
 #: How long ``_until_ended`` waits for one retiring replica to be gone before the call is
 #: sent again (and, should it still be there, refused again, unrun).
 _ENDING_WAIT_S = 5.0
+#: Ray's words for a call it failed without sending it, because the actor was restarting (a
+#: replica killed and being restarted; ``max_task_retries=0`` fails such calls at once): the
+#: call never reached the replica, so it is sent again, like one a retiring replica refused.
+_UNSENT_RESTARTING = "The actor is restarting."
 
 
 async def _send(pool: SubagentPool, request: HandoffRequest, fanout: Fanout | None) -> tuple[SubagentReply, float]:
@@ -156,13 +160,23 @@ async def _send(pool: SubagentPool, request: HandoffRequest, fanout: Fanout | No
     waited for a started replica."""
     lane = ticket = None
     slot_wanted = None
+    own = 0
     if fanout is not None:
         lane, ticket = fanout.route()
         slot_wanted = fanout.slot_of(lane, pool.name)
+        own = fanout.on_slot(lane, pool.name, slot_wanted)
         request = request.model_copy(update={"lane": lane, "ticket": ticket})
-    slot, actor, started_wait = await pool.pick(slot_wanted)
+        # The lane counts this item from now on: the pick below may wait for a replica to
+        # start, and the batch's next items must meanwhile go to the other lanes.
+        fanout.sent(lane, ticket, pool.name)
+    try:
+        slot, actor, started_wait = await pool.pick(slot_wanted, own)
+    except BaseException:
+        if fanout is not None:
+            fanout.over(lane, ticket)  # type: ignore[arg-type]
+        raise
     if fanout is not None:
-        fanout.sent(lane, ticket, pool.name, slot, actor)  # type: ignore[arg-type]
+        fanout.bound(lane, ticket, slot, actor)  # type: ignore[arg-type]
     try:
         ref = actor.handoff_call.remote(request.wire())
         try:
@@ -186,6 +200,8 @@ async def _send(pool: SubagentPool, request: HandoffRequest, fanout: Fanout | No
             return SubagentReply(retired=True), started_wait
         pool.forget(slot, actor)
         ClusterSemaphore.report_lost(request.scope, actor)  # its semaphore asks Ray now, not a TTL later
+        if isinstance(exc, ray.exceptions.ActorUnavailableError) and _UNSENT_RESTARTING in str(exc):
+            return SubagentReply(retired=True), started_wait  # never sent: it is sent again
         raise SubagentLost(request.skill, f"handoff {request.skill!r}: the subagent serving it was lost ({type(exc).__name__}); retry the call") from exc
     finally:
         pool.returned(slot)

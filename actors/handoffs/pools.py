@@ -10,7 +10,8 @@ between ``min_replicas`` and ``max_replicas`` (and what the cluster's nodes can 
 ``ongoing`` is the calls this process has sent and not had answered plus those waiting for a
 replica. Once that want has stood for ``upscale_delay_s`` a grower thread asks the
 cluster-wide budget (``cluster.replicas``) for places, oldest request first, and creates the
-replicas on the alive nodes that have the skill's resources, a node added since included.
+replicas on the alive nodes that have the skill's resources, a node added since included,
+doubling: never more starting at once than have started (one, from zero).
 Calls go only to replicas that have answered a ping (started): a new replica's start never
 delays a call that a started one can take at once. With no replica started (scale from
 zero) a call waits for the first. Shrinking is the replicas' own decision: one that has had
@@ -39,12 +40,13 @@ from pydantic import BaseModel, ConfigDict
 from actors.agents.managed import AgentConfig
 from actors.callers.policy import PoolPolicy, ReplicaResources, check_cluster_has
 from actors.callers.protocol import DEFAULT_POOL, DEFAULT_RETIRE_AFTER_S, PooledCaller, RetiringPools, ScalingPools
-from actors.handoffs.replica import create_replica
+from actors.handoffs.replica import ReplicaLoad, create_replica
+from cluster.connect import SOLOIST_NAMESPACE
 from cluster.process import Table, WeakIdMap, process_registry
-from cluster.replicas import acquire_replica_place, capacity_for, nodes_for
+from cluster.replicas import acquire_replica_place, capacity_for, live_replica_names, nodes_for, replica_pool_of
 
 __all__ = ["SubagentPool", "pool_for", "PoolStatistics", "Picked", "track", "untrack", "retire_after_of",
-           "policy_of", "resources_of", "recreate_replica"]
+           "policy_of", "resources_of", "recreate_replica", "PoolStatus", "pool_status"]
 
 _log = logging.getLogger(__name__)
 _LOG_EXTRA = {"component": "subagent"}
@@ -59,10 +61,17 @@ def retire_after_of(caller: Any) -> float:
     return float(caller.retire_after_s) if isinstance(caller, RetiringPools) else DEFAULT_RETIRE_AFTER_S
 
 
+def _scales(caller: Any) -> bool:
+    # PooledCaller first: checking a protocol of methods only (ScalingPools) runs
+    # ``issubclass``, which gives a plain caller's class an empty ``__annotations__`` and so
+    # changes its pickle, the key of its pool.
+    return isinstance(caller, PooledCaller) and isinstance(caller, ScalingPools)
+
+
 def policy_of(caller: Any, skill: str) -> PoolPolicy:
     """The ``PoolPolicy`` of ``caller``'s pool for ``skill``: its own (``ScalingPools``), else
     up to its ``pool_options`` replicas (``DEFAULT_POOL`` for a plain caller), one call each."""
-    if isinstance(caller, ScalingPools):
+    if _scales(caller):
         return caller.pool_policy(skill)
     replicas = caller.pool_options(skill)[0] if isinstance(caller, PooledCaller) else DEFAULT_POOL[0]
     return PoolPolicy.up_to(replicas, retire_after_s=retire_after_of(caller))
@@ -70,7 +79,7 @@ def policy_of(caller: Any, skill: str) -> PoolPolicy:
 
 def resources_of(caller: Any, skill: str) -> ReplicaResources:
     """What each replica of ``caller``'s pool for ``skill`` reserves on its node."""
-    if isinstance(caller, ScalingPools):
+    if _scales(caller):
         return caller.replica_resources(skill)
     num_cpus = caller.pool_options(skill)[1] if isinstance(caller, PooledCaller) else DEFAULT_POOL[1]
     return ReplicaResources(num_cpus=num_cpus)
@@ -110,7 +119,8 @@ class SubagentPool:
     ``pick`` sends a call to a started replica: one below the policy's target of ongoing
     calls if there is one (the one that finished a call last: its permit is still warm, and
     the others go idle and may retire), else the least busy. A batch's lane stays on one
-    replica while it has calls in flight: its ``Fanout`` passes the slot to ``pick``.
+    replica while it has calls in flight (its ``Fanout`` passes the slot to ``pick``), unless
+    the other calls there fill that replica to the target and another started one has room.
     Slot ``i`` is placed on the ``i``-th alive node with room (round robin from a random
     start), not left to Ray's ``SPREAD``, which on a busy cluster puts a whole pool on one node.
     """
@@ -138,12 +148,19 @@ class SubagentPool:
         start = random.randrange(slots)
         self._returned = [-((slot - start) % slots) for slot in range(slots)]
         self._clock = itertools.count(1)
+        # Per slot: when a call last went to it or came back (monotonic). A started replica
+        # idle longer than its downscale delay may have retired, which the pool otherwise
+        # learns only when a call reaches it: ``pick`` then looks in Ray's table first.
+        self._used_at = [time.monotonic()] * slots
+        self._looked_at = 0.0
         self._lock = threading.Lock()
         self._calls = 0
         self._replaced = 0
         self._grown = 0
         # Calls waiting for a replica to be started, each on its own future.
         self._waiters: list[concurrent.futures.Future[None]] = []
+        # ``start_all`` callers waiting for the next replica to start (not calls: no demand).
+        self._starting: list[concurrent.futures.Future[None]] = []
         # Since when (wall clock) the want has exceeded the replicas held: the upscale delay
         # runs from it, and it ranks this pool's requests in the cluster-wide budget.
         self._over_since: float | None = None
@@ -218,16 +235,22 @@ class SubagentPool:
             raise
 
     def _grow_one(self, since: float) -> None:
+        capacity = capacity_for(self._needs)  # asks Ray: not under the lock every pick takes
         with self._lock:
             free = [slot for slot in range(self._slots) if self._handles[slot] is None and not self._growing[slot]]
-            capacity = capacity_for(self._needs)
-            if not free or (capacity is not None and self._held() >= capacity):
+            ready = sum(self._ready)
+            # Doubling: at most as many replicas starting as have started (one from zero). A
+            # process start costs a core for about a second; a storm of them on a small node
+            # slows the very burst they are meant to serve, and replicas started one round
+            # earlier serve calls sooner than a batch that starts all at once.
+            starting = self._held() - ready
+            if not free or starting >= max(1, ready) or (capacity is not None and self._held() >= capacity):
                 self._wake.clear()
                 wait = True
             else:
                 slot, wait = free[0], False
                 self._growing[slot] = True
-        if wait:  # every slot is held, or the nodes hold no more: look again when something changes
+        if wait:  # every slot held, the nodes full or enough starting: look again when something changes
             self._wake.wait(1.0)
             return
         name = f"{self._name}:{slot}"
@@ -269,34 +292,45 @@ class SubagentPool:
             if self._handles[slot] is not handle:
                 return
             self._ready[slot] = True
-            waiters, self._waiters = self._waiters, []
+            self._wake.set()  # the grower may start the next ones
+            waiters, self._waiters = self._waiters + self._starting, []
+            self._starting = []
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
 
     # ------------------------------------------------------------ calls
 
-    def _choose(self, wanted: int | None) -> int | None:
+    def _choose(self, wanted: int | None, own: int) -> int | None:
         ready = [slot for slot in range(self._slots) if self._ready[slot]]
-        if wanted is not None and wanted in ready:
-            return wanted
         if not ready:
             return None
         target = self._policy.target_ongoing_calls
-        return min(ready, key=lambda i: (self._in_flight[i] >= target,
+        best = min(ready, key=lambda i: (self._in_flight[i] >= target,
                                           self._in_flight[i] if self._in_flight[i] >= target else -self._returned[i]))
+        if wanted is not None and self._ready[wanted]:
+            # A lane stays on its replica unless the other calls there fill it to the target
+            # and another started replica has room: then it moves, so replicas grown while a
+            # batch runs take some of its lanes.
+            crowded = self._in_flight[wanted] - own >= target and self._in_flight[best] < target
+            return best if crowded else wanted
+        return best
 
-    async def pick(self, slot: int | None = None) -> Picked:
-        """The replica for the next call: ``slot``'s if given and started (a lane's), else as
-        the class docstring says; waits for a replica to start if none has.
+    async def pick(self, slot: int | None = None, own: int = 0) -> Picked:
+        """The replica for the next call: ``slot``'s if given and started (a lane's, which has
+        ``own`` calls in flight there), unless it is crowded; else as the class docstring
+        says; waits for a replica to start if none has.
 
         Pair every pick with ``returned(slot)`` once the call is over, whatever its outcome.
         """
         began = time.perf_counter()
+        if self._maybe_retired():
+            await self._look_in_ray()
         while True:
             with self._lock:
-                chosen = self._choose(slot)
+                chosen = self._choose(slot, own)
                 if chosen is not None:
+                    self._used_at[chosen] = time.monotonic()
                     self._in_flight[chosen] += 1
                     self._calls += 1
                     self._note_demand()
@@ -312,9 +346,33 @@ class SubagentPool:
                     if waiter in self._waiters:
                         self._waiters.remove(waiter)
 
+    def _idle_past_delay(self) -> list[int]:
+        """Started replicas (not kept by ``min_replicas``) idle past their downscale delay:
+        they may have retired, which the pool otherwise learns only when a call reaches them."""
+        now = time.monotonic()
+        delay = self._policy.downscale_delay_s
+        with self._lock:
+            return [slot for slot in range(self._policy.min_replicas, self._slots)
+                    if self._ready[slot] and self._in_flight[slot] == 0 and now - self._used_at[slot] > delay]
+
+    def _maybe_retired(self) -> bool:
+        """Whether to look in Ray's table before this pick: once per idle spell at most."""
+        return time.monotonic() - self._looked_at > self._policy.downscale_delay_s and bool(self._idle_past_delay())
+
+    async def _look_in_ray(self) -> None:
+        """Drop the replicas idle past their delay that Ray no longer lists, so neither calls
+        nor the pool's growth count on them."""
+        self._looked_at = time.monotonic()
+        live = await asyncio.to_thread(live_replica_names)
+        for slot in self._idle_past_delay():
+            handle = self._handles[slot]
+            if handle is not None and f"{self._name}:{slot}" not in live:
+                self.retired(slot, handle)
+
     def returned(self, slot: int) -> None:
         """The call sent to ``slot`` by ``pick`` is over (answered, failed or cancelled)."""
         with self._lock:
+            self._used_at[slot] = time.monotonic()
             self._in_flight[slot] -= 1
             self._returned[slot] = next(self._clock)
 
@@ -341,6 +399,10 @@ class SubagentPool:
     def _drop(self, slot: int) -> None:
         self._handles[slot] = None
         self._ready[slot] = False
+        starting, self._starting = self._starting, []
+        for waiter in starting:  # ``start_all`` looks again (this one will not start)
+            if not waiter.done():
+                waiter.set_result(None)
         self._nodes = []  # its node may be gone: place the next one among the nodes alive then
 
     def _report(self, slot: int, handle: Any, error: str | None, *, closed: bool = False) -> None:
@@ -380,6 +442,17 @@ class SubagentPool:
                     self._growing[slot] = False
         with self._lock:
             return [handle for handle in self._handles if handle is not None]
+
+    async def start_all(self) -> list[Any]:
+        """``handles()``, then wait until every one of them has started (calls go to it)."""
+        handles = await asyncio.to_thread(self.handles)
+        while True:
+            with self._lock:
+                if all(self._ready[slot] or self._handles[slot] is None for slot in range(self._slots)):
+                    return handles
+                waiter: concurrent.futures.Future[None] = concurrent.futures.Future()
+                self._starting.append(waiter)
+            await asyncio.wrap_future(waiter)
 
     def statistics(self) -> PoolStatistics:
         with self._lock:
@@ -436,6 +509,49 @@ def recreate_replica(caller: Any, skill: str, *, name: str) -> Any:
     keep = slot < policy.min_replicas
     return create_replica(caller, skill, name=name, resources=resources_of(caller, skill), pool=key,
                           retire_after_s=math.inf if keep else policy.downscale_delay_s)
+
+
+class PoolStatus(BaseModel):
+    """One pool across the cluster, read from its replicas (``soloist status``, the runs page):
+    the replicas up now, the bodies they run, the calls waiting in their lanes or for a
+    permit, and the median wait before a body started over their last calls."""
+
+    model_config = ConfigDict(frozen=True)
+
+    pool: str
+    skill: str
+    replicas: int
+    running: int
+    waiting: int
+    queue_wait_p50_s: float
+    nodes: list[str]
+
+
+async def _load_of(name: str, timeout: float) -> ReplicaLoad | None:
+    try:
+        handle = ray.get_actor(name, namespace=SOLOIST_NAMESPACE)
+        return await asyncio.wait_for(asyncio.wrap_future(handle.load.remote().future()), timeout)
+    except (ValueError, TimeoutError, ray.exceptions.RayError):
+        return None  # it retired (or is retiring) between the listing and the call
+
+
+async def pool_status(timeout: float = 5.0) -> list[PoolStatus]:
+    """Every pool with a replica up in the cluster, from Ray's table and each replica's ``load()``
+    (a replica that retired meanwhile is left out), sorted by skill."""
+    names = sorted(live_replica_names())
+    loads = await asyncio.gather(*[_load_of(name, timeout) for name in names])
+    grouped: dict[tuple[str, str], list[ReplicaLoad]] = {}
+    for name, load in zip(names, loads):
+        parsed = replica_pool_of(name)
+        if parsed is not None and load is not None:
+            grouped.setdefault(parsed, []).append(load)
+    out = []
+    for (key, skill), replicas in grouped.items():
+        waits = sorted(load.queue_wait_p50_s for load in replicas)
+        out.append(PoolStatus(pool=key, skill=skill, replicas=len(replicas), running=sum(r.running for r in replicas),
+                              waiting=sum(r.waiting for r in replicas), queue_wait_p50_s=waits[len(waits) // 2],
+                              nodes=sorted({r.node for r in replicas})))
+    return sorted(out, key=lambda status: (status.skill, status.pool))
 
 
 def pool_for(caller: Any, skill: str) -> SubagentPool:

@@ -58,8 +58,7 @@ __all__ = [
 
 #: The least a replica that has not yet served a call waits before it retires.
 FIRST_CALL_GRACE_S = 2.0
-#: How long a retiring replica tries to push its last metrics (its gauge's drop).
-_FLUSH_ON_EXIT_S = 5.0
+
 
 #: Ray's words for an actor that ended itself with ``exit_actor`` (a replica retiring), as
 #: opposed to one killed (``ray.kill``), crashed or lost with its node: in the death cause
@@ -237,8 +236,16 @@ class SubagentActor:
         # on every call is refused unrun.
         self._retiring = False
         self._idle_watch: asyncio.Task[None] | None = None
-        if not actor_was_restarted():  # a restarted replica is the same replica: counted once
+        self._call_ended = asyncio.Event()  # wakes the idle watch
+        if not actor_was_restarted():
+            # Names its pool to the replica gauge, which the endpoint reads from Ray's table
+            # (so a pool that shrank to zero shows 0, and a killed replica is not counted).
             metrics.add_replicas(pool, skill, 1)
+        else:
+            # Ray restarted it (its process died): no creator sends it a first call, and its idle
+            # watch starts with one, so it sends itself one; otherwise, if no call ever reaches
+            # it again, it would never retire.
+            ray.get_runtime_context().current_actor.ping.remote()
 
     async def _permits_of(self, scope: str) -> WarmPermits:
         permits = self._permits.get(scope)
@@ -271,6 +278,7 @@ class SubagentActor:
         finally:
             self._active -= 1
             self._last_activity = time.monotonic()
+            self._call_ended.set()
 
     async def _handoff(self, request: HandoffRequest, arrived: float) -> SubagentReply:
         lane = request.lane
@@ -353,9 +361,15 @@ class SubagentActor:
     async def _until_idle(self) -> None:
         """Wait until the replica is idle, then ask itself to retire: the exit must happen in
         a call of the actor (``exit_actor`` ends the actor from a task), which checks again."""
-        period = min(max(self._grace() / 4, 0.01), 1.0)
         while not self._idle():
-            await asyncio.sleep(period)
+            # Until the grace would end if nothing happens meanwhile (read each time: calls
+            # move it, and it shrinks once the first call is served), at most a second.
+            remaining = self._last_activity + self._grace() - time.monotonic()
+            self._call_ended.clear()
+            try:  # a call that ends may move the deadline closer (the first one shrinks the grace)
+                await asyncio.wait_for(self._call_ended.wait(), min(max(remaining, 0.005), 1.0))
+            except TimeoutError:
+                pass
         ray.get_runtime_context().current_actor.retire_if_idle.remote()
 
     async def retire_if_idle(self) -> bool:
@@ -370,8 +384,6 @@ class SubagentActor:
         # Its idle warm leases go back now (a running body would hold one: there is none), and
         # its semaphore watches end (a call of its own still pending would hold up its exit).
         close_all_permits()
-        metrics.add_replicas(self._pool, self._skill, -1)
-        await asyncio.to_thread(metrics.flush, _FLUSH_ON_EXIT_S)  # the gauge drops before the process ends
         ray.actor.exit_actor()
         return True  # not reached: exit_actor raises
 

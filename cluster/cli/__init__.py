@@ -10,6 +10,7 @@ source checkout), and
 from cluster.cli.json_stdout import stdout_reserved
 from cluster.cli.explore import code_skill_registry, explore
 from cluster.cli.main import build_parser, main
-from cluster.cli.status import collect_status
+from cluster.cli.status import StatusReport, collect_status, render_status
 
-__all__ = ["main", "build_parser", "explore", "code_skill_registry", "collect_status", "stdout_reserved"]
+__all__ = ["main", "build_parser", "explore", "code_skill_registry", "collect_status", "stdout_reserved",
+           "StatusReport", "render_status"]

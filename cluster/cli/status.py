@@ -1,4 +1,5 @@
-"""``soloist status``: what runs exist, at which version, with which agents."""
+"""``soloist status``: what runs exist, at which version, with which agents; and, on a live
+cluster, each subagent pool's replicas, waiting calls and queue wait."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from ray.exceptions import RayError
 from rich.console import Console
 from rich.table import Table
 
-from actors import Orchestrator, OrchestratorClosed, OrchestratorNotFound
+from actors import Orchestrator, OrchestratorClosed, OrchestratorNotFound, PoolStatus, pool_status
 from cluster import connect
 from cluster.storage import SqliteStore
 
@@ -37,6 +38,8 @@ class StatusReport(BaseModel):
     store: str | None = None
     address: str | None = None
     runs: list[RunStatusRow] = Field(default_factory=list)
+    pools: list[PoolStatus] = Field(default_factory=list)
+    """The subagent pools with a replica up (a live cluster only)."""
 
 
 def _stored_runs(path: str) -> list[RunStatusRow]:
@@ -71,15 +74,19 @@ async def _live_runs() -> list[RunStatusRow]:
 
 def collect_status(*, store: str | None, address: str | None) -> StatusReport:
     runs: list[RunStatusRow] = []
+    pools: list[PoolStatus] = []
     if store is not None:
         runs += _stored_runs(store)
     if address is not None:
         connect(address)
         runs += asyncio.run(_live_runs())
-    return StatusReport(store=store, address=address, runs=runs)
+        pools = asyncio.run(pool_status())
+    return StatusReport(store=store, address=address, runs=runs, pools=pools)
 
 
 def render_status(console: Console, report: StatusReport) -> None:
+    if report.pools:
+        _render_pools(console, report.pools)
     if not report.runs:
         console.print("no runs found")
         return
@@ -91,4 +98,14 @@ def render_status(console: Console, report: StatusReport) -> None:
         if r.error is not None:
             agents = f"cannot read: {r.error}"
         table.add_row(r.name, r.source, str(r.version), r.state_type, agents)
+    console.print(table)
+
+
+def _render_pools(console: Console, pools: list[PoolStatus]) -> None:
+    table = Table(title="subagent pools")
+    for col in ("skill", "pool", "replicas", "running", "waiting", "queue wait p50", "nodes"):
+        table.add_column(col)
+    for p in pools:
+        table.add_row(p.skill, p.pool, str(p.replicas), str(p.running), str(p.waiting),
+                      f"{p.queue_wait_p50_s * 1000:.1f} ms", str(len(p.nodes)))
     console.print(table)

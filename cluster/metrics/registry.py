@@ -42,6 +42,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import generate_latest
 
 from cluster.connect import wait_ref
+from cluster.replicas import replicas_per_pool
 from cluster.metrics._collector import (
     Aggregate,
     MetricsDelta,
@@ -83,7 +84,7 @@ METRICS: dict[str, MetricSpec] = {
     "soloist_subagent_calls_total": MetricSpec("counter", ("orchestrator", "skill", "node", "outcome"), "Tool calls served by subagent actors, by the node they ran on and outcome (ok, tool_error, error, cancelled)."),
     # Per pool (a caller's pool key and a skill), not per run: a pool serves many runs.
     "soloist_subagent_queue_wait_seconds": MetricSpec("histogram", ("pool", "skill"), "Time a subagent call waited before its body started: for a replica to be up, in its lane and for its permit."),
-    "soloist_subagent_replicas": MetricSpec("gauge_add", ("pool", "skill"), "Subagent replicas up now (started and not yet retired), counted by the replicas themselves."),
+    "soloist_subagent_replicas": MetricSpec("gauge_add", ("pool", "skill"), "Subagent replicas up now, counted in Ray's actor table at scrape time (0 for a pool whose replicas all retired)."),
 }
 
 #: Histogram upper bounds in seconds (``+Inf`` is implied).
@@ -374,7 +375,22 @@ def read_totals(timeout: float = 10.0) -> MetricsDelta:
     if _recorder.enabled:
         _recorder.flush(timeout=timeout)
     totals: MetricsDelta = wait_ref(collector_handle().totals.remote(), timeout=timeout)
-    return totals
+    return _with_replica_counts(totals)
+
+
+def _with_replica_counts(totals: MetricsDelta) -> MetricsDelta:
+    """``totals`` with ``soloist_subagent_replicas`` read from Ray's actor table: the replicas'
+    own +1 at start and -1 at retirement name the pools (so one that shrank to zero shows 0),
+    but a replica killed for good never says -1."""
+    name = "soloist_subagent_replicas"
+    counts = replicas_per_pool()
+    gauges = {key: value for key, value in totals.gauge_adds.items() if key[0] != name}
+    for key in totals.gauge_adds:
+        if key[0] == name:
+            gauges[key] = 0.0
+    for pool, count in counts.items():
+        gauges[(name, pool)] = float(count)
+    return totals.model_copy(update={"gauge_adds": gauges})
 
 
 def handoffs_in_flight(totals: MetricsDelta, orchestrator: str) -> int:

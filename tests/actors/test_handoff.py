@@ -218,6 +218,7 @@ async def test_parallel_handoff_collects_per_item_errors_without_failing_the_bat
 
 
 async def test_handoffs_one_after_another_go_to_one_replica_and_concurrent_ones_to_several(orch):
+    await pool_for(orch.caller, "pid").start_all()  # calls go only to started replicas: start both
     # One after another: the replica that answered last answers again (its permit is warm).
     one_by_one = {(await handoff(orch, Call("pid"), PidOut)).pid for _ in range(6)}
     assert len(one_by_one) == 1

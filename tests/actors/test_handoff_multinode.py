@@ -74,6 +74,7 @@ async def test_a_pools_replicas_go_round_robin_over_the_nodes_so_a_batch_reaches
     # an actor that needs no resources and picks a random node: all four on one, 1 time in 27.)
     orch, name, counter = run
     nodes = {node["NodeID"] for node in ray.nodes() if node["Alive"]}
+    await pool_for(orch.caller, "sleep").start_all()  # calls go only to started replicas
     results = await parallel_handoff(orch, _calls(name, 16, 0.2), SleepOut)
     assert all(r.ok for r in results)
     assert {r.output.node for r in results} == nodes

@@ -152,7 +152,7 @@ async def test_batches_started_as_their_pool_retires_run_each_call_exactly_once(
     """Batches that start while the pool retires, again and again: two at once on one run
     (twice the cap wants permits, so the semaphore reports waiters and every replica's
     permit watch is re-sent as the replicas retire), after idle gaps around the grace
-    period. Each call answers, and each body ran exactly once (the ledger): a retiring
+    period and well past it. Each call answers, and each body ran exactly once (the ledger): a retiring
     replica refuses a call unrun and exits, and the call runs in the replica created next.
     Two such runs, each on a pool of its own, go at once (16 rounds in all): each waits for its
     replicas to start again after every retirement, and the other's rounds go on meanwhile."""
@@ -174,7 +174,10 @@ async def test_batches_started_as_their_pool_retires_run_each_call_exactly_once(
                                                 parallel_handoff(run, batch(skill, f"{skill}:r{round_}b"), WhoOut))
                 failed = [r.error for results in outcomes for r in results if not r.ok]
                 assert not failed, f"round {round_}: {failed}"
-                await asyncio.sleep((0.04, 0.05, 0.06, 0.08)[round_ % 4])  # around the 0.05 s grace
+                # Around the 0.05 s grace (the race), and every other gap well past it, so the
+                # replicas that served retire for sure (calls go to the started ones, which
+                # are kept busy, and a replica that never served waits 2 s before retiring).
+                await asyncio.sleep((0.04, 0.3, 0.05, 0.3, 0.06, 0.3, 0.08, 0.3)[round_ % 8])
         finally:
             await run.close()
 

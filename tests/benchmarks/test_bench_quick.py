@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import BenchReport, measure_names, preset, run_benchmarks_async
+from benchmarks import BenchReport, measure_names, pool_scaling, preset, run_benchmarks_async
 from benchmarks.config import BenchConfig
 from cluster.cli import main
 
@@ -39,6 +39,9 @@ _EXPECTED_FIGURES = {
     "multi_driver": 2,
     "scaling_runs": 2,
     "exploration_accuracy": 4,
+    # vs the fixed pool (wall, replica-seconds), and vs Ray Serve (wall, replica-seconds) where
+    # ``ray[serve]`` imports (the ``bench`` extra; the Serve arm is skipped in a note otherwise)
+    "pool_scaling": 2 if pool_scaling.serve_missing() else 4,
     "scaling_nodes": 2,  # one node, then a second one added (the path that starts a node)
 }
 
@@ -109,6 +112,9 @@ def test_presets_keep_the_sizes_the_issue_names() -> None:
     assert full.scaling_nodes == (1, 2, 3) and full.scaling_runs == (1, 2, 4, 8)
     assert full.memory_messages == 100_000
     assert full.recovery_changes == (10_000, 100_000) and full.cpu_calls == 40
+    # issue 28: 10 runs x 40 calls of 100 ms at cap 4, from 1 replica up to 40, a one-minute window
+    assert (full.pool_runs, full.pool_calls_per_run, full.pool_sleep_s, full.pool_max_replicas) == (10, 40, 0.1, 40)
+    assert full.pool_window_s == 60.0 and full.pool_downscale_delay_s is None
     for cfg in (full, quick):  # the quick run keeps the issue's fan-out, CPU-bound skill and two drivers
         assert (cfg.fanout_calls, cfg.fanout_sleep_s) == (40, 0.1)
         assert (cfg.cpu_seconds, cfg.drivers) == (0.1, 2)

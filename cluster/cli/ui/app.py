@@ -190,11 +190,11 @@ def create_app(source: RunSource, guard: Guard, *, sampler: InFlightSampler | No
 
     @reads
     async def runs(request: Request) -> Response:
-        rows = await source.list_runs()
+        rows, pools = await asyncio.gather(source.list_runs(), source.pools())
         for i, row in enumerate(rows):
             if row.live:
                 rows[i] = row.model_copy(update={"in_flight": sampler.latest(row.name)})
-        return _json(RunsPage(runs=rows, store=source.store, actions=guard.allow_actions))
+        return _json(RunsPage(runs=rows, store=source.store, actions=guard.allow_actions, pools=pools))
 
     @reads
     async def run(request: Request) -> Response:

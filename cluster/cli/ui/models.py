@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from actors import PoolStatus
+
 __all__ = [
     "RunRow",
     "RunsPage",
@@ -56,6 +58,8 @@ class RunsPage(_Frozen):
     runs: list[RunRow]
     store: str | None = None
     actions: bool = False
+    pools: list[PoolStatus] = []
+    """The subagent pools with a replica up (when the page is connected to a cluster)."""
 
 
 class TransitionView(_Frozen):

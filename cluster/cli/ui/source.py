@@ -14,8 +14,10 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from actors import (Change, HistoryCompacted, Orchestrator, OrchestratorClosed, OrchestratorNotFound, answer_interrupt,
-                    effective_max_parallel, open_interrupts)
+import ray
+
+from actors import (Change, HistoryCompacted, Orchestrator, OrchestratorClosed, OrchestratorNotFound, PoolStatus,
+                    answer_interrupt, effective_max_parallel, open_interrupts, pool_status)
 from cluster.cli.ui import _stored
 from cluster.cli.ui.models import ActionOutcome, HistoryPage, InterruptView, RunDetail, RunRow
 from cluster.cli.ui.timeline import entry_from_change, reasoning_trail, run_status
@@ -93,6 +95,10 @@ class RunSource:
         out = list(rows)
         out += [row for name, row in stored.items() if name not in names]
         return sorted(out, key=lambda r: (not r.live, -(r.last_change_at or 0.0), r.name))
+
+    async def pools(self) -> list[PoolStatus]:
+        """The subagent pools with a replica up, when this page is connected to a cluster."""
+        return await pool_status() if ray.is_initialized() else []
 
     async def _live_row(self, name: str, stored: bool) -> RunRow:
         try:

@@ -98,8 +98,15 @@ async function showRuns(main) {
     el("table", { id: "runs-table" },
       el("thead", {}, el("tr", {}, ...["run", "status", "run status", "stage", "version", "last change", "in flight / cap", "where"].map(h => el("th", { text: h })))),
       el("tbody", { id: "runs-body" })),
+    el("h2", { text: "Subagent pools" }),
+    el("p", { id: "pools-note", cls: "muted" }),
+    el("table", { id: "pools-table" },
+      el("thead", {}, el("tr", {}, ...["skill", "pool", "replicas", "running", "waiting", "queue wait p50", "nodes"].map(h => el("th", { text: h })))),
+      el("tbody", { id: "pools-body" })),
   );
   const body = document.getElementById("runs-body");
+  const poolsBody = document.getElementById("pools-body");
+  const poolsNote = document.getElementById("pools-note");
   const note = document.getElementById("runs-note");
   async function refresh() {
     try {
@@ -118,6 +125,19 @@ async function showRuns(main) {
           el("td", { text: fmtTime(run.last_change_at) }),
           el("td", { cls: "num", text: run.live ? (run.in_flight ?? 0) + " / " + (run.cap ?? "?") : "–" }),
           el("td", { text: where + (run.error ? " (" + run.error + ")" : "") })));
+      }
+      const pools = page.pools || [];
+      poolsNote.textContent = pools.length ? "" : "no subagent replica is up";
+      clear(poolsBody);
+      for (const pool of pools) {
+        poolsBody.append(el("tr", { "data-skill": pool.skill, "data-pool": pool.pool },
+          el("td", { text: pool.skill }),
+          el("td", { text: pool.pool }),
+          el("td", { cls: "num replicas", text: pool.replicas }),
+          el("td", { cls: "num", text: pool.running }),
+          el("td", { cls: "num waiting", text: pool.waiting }),
+          el("td", { cls: "num", text: (pool.queue_wait_p50_s * 1000).toFixed(1) + " ms" }),
+          el("td", { cls: "num", text: pool.nodes.length })));
       }
     } catch (e) {
       note.textContent = "cannot list runs: " + e.message;
