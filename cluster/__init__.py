@@ -11,7 +11,7 @@ from cluster.exceptions import (
 from cluster.logs import JsonFormatter, configure_logging
 from cluster.metrics import MetricsServer, serve_metrics
 from cluster.process import ProcessRegistry, RegistryStatistics, process_registry
-from cluster.replicas import ReplicaBudget, live_replica_names, replica_budget, replicas_per_pool, set_replica_budget
+from cluster.replicas import ReplicaBudget, acquire_replica_place, live_replica_names, replica_budget, replicas_per_pool, set_replica_budget
 from cluster.semaphore import ClusterSemaphore, Lease, SemaphoreStatistics
 
 __all__ = [
@@ -36,4 +36,5 @@ __all__ = [
     "set_replica_budget",
     "live_replica_names",
     "replicas_per_pool",
+    "acquire_replica_place",
 ]

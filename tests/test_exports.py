@@ -83,7 +83,8 @@ EXPORTS: dict[str, dict[str, list[str]]] = {
             "process_registry", "ProcessRegistry", "RegistryStatistics"],
         "the cluster-wide budget of subagent replicas, and the replicas up per pool in Ray's own table (what tests "
         "and benchmarks count from outside)": [
-            "ReplicaBudget", "replica_budget", "set_replica_budget", "live_replica_names", "replicas_per_pool"],
+            "ReplicaBudget", "replica_budget", "set_replica_budget", "live_replica_names", "replicas_per_pool",
+            "acquire_replica_place"],
     },
     "cluster.semaphore": {
         "the semaphore's client and its pure lease table (unit-tested without Ray)": [

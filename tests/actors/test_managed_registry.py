@@ -133,7 +133,9 @@ async def test_subagent_pool_replicas_are_recorded_when_created(tmp_path: Path) 
     try:
         replicas = pool_for(skills, "managed_echo").statistics().replicas
         listener = await _listening(orch, 2 * replicas)
-        # Calls in flight together go to different replicas: one new replica per call.
+        # Every replica the pool creates is recorded (the pool at its max, started ahead);
+        # calls in flight together then go to different replicas.
+        await pool_for(skills, "managed_echo").start_all()
         together = await parallel_handoff(orch, [_call("managed_echo", f"hi {i}") for i in range(replicas)], EchoIn)
         assert [r.output.text for r in together] == [f"hi {i}" for i in range(replicas)]
         events = await listener

@@ -26,6 +26,7 @@ from pydantic import BaseModel
 from actors import Call, Orchestrator, PoolPolicy, SkillRegistry, SubagentLost, handoff, parallel_handoff, pool_for
 from cluster import metrics, replica_budget, serve_metrics, set_replica_budget
 from cluster import live_replica_names
+from tests._ledger import append_line
 from tests._waits import eventually, process_gone
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
@@ -53,21 +54,13 @@ class BodyOut(BaseModel):
     replica: str
 
 
-def _note(log: str, line: str) -> None:
-    """Append one line to ``log``, durably (one ``write`` with O_APPEND: lines never interleave)."""
-    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, f"{line}\n".encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 async def body(inp: BodyIn) -> BodyOut:
     """The skill under test: notes its entry and exit (call id, pid, replica name) in the log,
     waits for its gate or sleeps in between."""
     replica = ray.get_runtime_context().get_actor_name() or "?"
-    _note(inp.log, f"enter {inp.call_id} {os.getpid()} {replica}")
+    append_line(inp.log, f"enter {inp.call_id} {os.getpid()} {replica}")
     try:
         if inp.gate:
             while not os.path.exists(inp.gate):
@@ -75,7 +68,7 @@ async def body(inp: BodyIn) -> BodyOut:
         if inp.seconds:
             await asyncio.sleep(inp.seconds)
     finally:
-        _note(inp.log, f"exit {inp.call_id} {os.getpid()} {replica}")
+        append_line(inp.log, f"exit {inp.call_id} {os.getpid()} {replica}")
     return BodyOut(call_id=inp.call_id, pid=os.getpid(), replica=replica)
 
 

@@ -21,6 +21,7 @@ from ray.cluster_utils import Cluster
 
 from actors import Call, Orchestrator, PoolPolicy, SkillRegistry, handoff, parallel_handoff, pool_for
 from cluster import live_replica_names
+from tests._ledger import append_line
 from tests._waits import eventually
 
 pytestmark = [pytest.mark.multinode, pytest.mark.timeout(900)]
@@ -42,13 +43,6 @@ class BodyOut(BaseModel):
     node: str
 
 
-def _note(log: str, line: str) -> None:
-    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, f"{line}\n".encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 async def placed(inp: BodyIn) -> BodyOut:
@@ -56,12 +50,12 @@ async def placed(inp: BodyIn) -> BodyOut:
     leaves, and waits for its gate in between."""
     context = ray.get_runtime_context()
     node, replica = context.get_node_id(), context.get_actor_name() or "?"
-    _note(inp.log, f"enter {inp.call_id} {node} {replica}")
+    append_line(inp.log, f"enter {inp.call_id} {node} {replica}")
     try:
         while not os.path.exists(inp.gate):
             await asyncio.sleep(0.01)
     finally:
-        _note(inp.log, f"exit {inp.call_id} {node} {replica}")
+        append_line(inp.log, f"exit {inp.call_id} {node} {replica}")
     return BodyOut(call_id=inp.call_id, node=node)
 
 

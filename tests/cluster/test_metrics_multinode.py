@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from ray.cluster_utils import Cluster
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from actors import Call, Orchestrator, SkillRegistry, parallel_handoff
+from actors import Call, Orchestrator, SkillRegistry, parallel_handoff, pool_for
 from cluster import metrics
 from tests.cluster.test_metrics import Samples, scrape_until, total, value
 
@@ -65,6 +65,7 @@ async def test_handoffs_on_other_nodes_and_from_other_nodes_add_up_on_one_endpoi
     name = orch.name
     with metrics.serve_metrics(0, addr="127.0.0.1") as server:
         try:
+            await pool_for(orch.caller, "where").start_all()  # calls go only to started replicas
             local = await parallel_handoff(orch, [Call("where", WhereIn(tag=i)) for i in range(12)], WhereOut)
             assert all(r.ok for r in local)
             caller_node, remote_nodes = await _hand_off_from_here.options(
