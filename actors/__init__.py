@@ -101,6 +101,7 @@ from actors.orchestrator.facade import (
     Orchestrator,
     actor_name,
 )
+from actors.orchestrator.hosts import HostedRunRecord, HostStatistics, host_statistics, hosted_runs, run_host_name
 from actors.orchestrator.spec import OrchestratorStatistics
 from actors.interrupts import RUN_RECORD_KEY, ApprovalRequest, Interrupt, RunRecord, TurnNote, ask_approval, read_record
 from actors.approvals import answer_interrupt, open_interrupts
@@ -122,6 +123,8 @@ __all__ = [
     "SkillRegistry", "ManagedAgent", "to_stored_record", "to_payload",
     # orchestrator
     "OrchestratorStatistics", "actor_name",
+    # run hosts
+    "run_host_name", "HostStatistics", "HostedRunRecord", "host_statistics", "hosted_runs",
     # handoffs
     "HandoffSettings", "HandoffTarget", "pool_for", "PoolStatistics", "WarmPermits", "effective_max_parallel",
     # pools

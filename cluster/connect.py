@@ -17,6 +17,7 @@ from typing import Any
 
 import ray
 from pydantic import BaseModel, ConfigDict
+from ray._private.state import state as _ray_state  # the GCS job table (see ended_jobs)
 from ray.exceptions import GetTimeoutError
 
 from cluster.local_cluster import use_token_auth
@@ -28,6 +29,8 @@ __all__ = [
     "actor_was_restarted",
     "cluster_address",
     "node_id",
+    "current_job_id",
+    "ended_jobs",
     "wait_ref",
     "SOLOIST_NAMESPACE",
 ]
@@ -202,3 +205,20 @@ def wait_ref(ref: Any, timeout: float | None = None) -> Any:
     if not done:
         raise GetTimeoutError(f"Get timed out: the object {ref} was not ready within {timeout:g}s")
     return future.result()  # the value, or the error ray.get would raise
+
+
+def current_job_id() -> str:
+    """The id of this process's Ray job (a driver's, or the job an actor was created by)."""
+    return ray.get_runtime_context().get_job_id()
+
+
+def ended_jobs(job_ids: set[str]) -> set[str]:
+    """Those of ``job_ids`` whose driver has exited, read from Ray's job table in the GCS.
+
+    Ray's public job API needs the dashboard (off in tests and embedded runs); the GCS job
+    table is what Ray itself reads for ``ray.util.state``, reached here through its state
+    accessor. A job missing from the table is not declared ended.
+    """
+    if not job_ids:
+        return set()
+    return {entry["JobID"] for entry in _ray_state.job_table() if entry.get("IsDead") and entry["JobID"] in job_ids}

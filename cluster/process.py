@@ -168,6 +168,8 @@ class ProcessRegistry:
         self.metrics_collector: Table[str, Any] = Table("metrics.collector", per_session=True)
         # The cluster-wide replica budget's actor handle (``cluster.replicas``).
         self.replica_budget: Table[str, Any] = Table("replicas.budget", per_session=True)
+        # actors.orchestrator: the run hosts' actor handles, by host name.
+        self.run_hosts: Table[str, Any] = Table("orchestrator.run_hosts", per_session=True)
         # cluster.cli.ui: one open store per path for the runs page's lifetime.
         self.ui_stores: Table[str, Any] = Table("ui.stores", per_session=False)
 

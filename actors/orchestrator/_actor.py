@@ -46,6 +46,22 @@ from coordinators import AgentState, ContextSnapshot, StateTransition, reduce, s
 
 __all__ = ["OrchestratorActor"]
 
+@dataclasses.dataclass(frozen=True)
+class Hosting:
+    """What a run host lends each run it holds: the store object of the run's file (shared by
+    every run of that file on the host, so their writes share its group commits), and the
+    threads its ``fn`` and its store I/O run on (a host holds thousands of runs: never two
+    threads per run). Each run's writes stay serialised by its own write lock."""
+
+    store: Any
+    fn_executor: ThreadPoolExecutor
+    io_executor: ThreadPoolExecutor
+    holder: dict[str, Any]
+    """Who activates the run (recorded with its fencing epoch): the host's name and process."""
+    creating: bool
+    """A new run (else one activated again, which must be in its store already)."""
+
+
 _REQUEST_MEMORY = 50_000  # request id -> version, most recent first, for exactly-once
 _CLAIM_SECONDS = 2.0  # how long a claim waits out a brief lock (another process's transaction)
 _PEER_EXIT_SECONDS = 60.0  # how long it waits for a dying actor of this run on this cluster to exit
@@ -54,8 +70,9 @@ _PEER_EXIT_SECONDS = 60.0  # how long it waits for a dying actor of this run on 
 class OrchestratorActor:
     """Owns one run's state. Created only through ``actors.Orchestrator``."""
 
-    def __init__(self, spec: RunSpec) -> None:
+    def __init__(self, spec: RunSpec, hosting: Hosting | None = None) -> None:
         self._spec = spec
+        self._hosting = hosting
         self._name = spec.name
         self._token = spec.token
         self._log = logging.LoggerAdapter(
@@ -64,10 +81,13 @@ class OrchestratorActor:
         )
         # Writers queue here; readers never touch it.
         self._write_lock = asyncio.Lock()
-        # fn runs here: one thread, so a user fn never runs concurrently with another.
-        self._fn_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="soloist-apply")
-        # Store I/O that is not a journal append (checkpoints, compaction) runs here.
-        self._io_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="soloist-io")
+        # fn runs here (under the write lock, so a user fn never runs concurrently with another
+        # of this run); store I/O that is not a journal append (checkpoints, compaction) there.
+        if hosting is None:
+            self._fn_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="soloist-apply")
+            self._io_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="soloist-io")
+        else:
+            self._fn_executor, self._io_executor = hosting.fn_executor, hosting.io_executor
         # (version, state) last made visible: durable, never mutated again.
         self._committed: tuple[int, BaseModel] = (0, spec.initial)
         # (version, state) the next write builds on; ahead of _committed only in batch mode.
@@ -84,14 +104,23 @@ class OrchestratorActor:
         self._checkpoint_task: asyncio.Task[None] | None = None
         self._last_checkpoint = 0
         self._stats: dict[str, int] = collections.Counter()
-        self._store = spec.open_store()
-        self._restarted = actor_was_restarted()
+        self._store = spec.open_store() if hosting is None else hosting.store
+        # A hosted run counts as restarted when its host was (an unloaded run that comes back
+        # was not restarted: it left memory on purpose).
+        self._restarted = actor_was_restarted() and (hosting is None or not hosting.creating)
+        self._epoch: int | None = None  # the run's fencing epoch as this activation took it
         if self._store is not None:
             try:
                 self._claim_run()
-                version, state, requests, changes, checkpoint_version = restore_or_create(self._store, spec)
+                if hosting is not None and hosting.creating and self._store.get_run(self._name) is not None:
+                    raise ValueError(
+                        f"the store already holds a run named {self._name!r}; use Orchestrator.attach({self._name!r}, store=...) "
+                        "to resume it"
+                    )
+                version, state, requests, changes, checkpoint_version = restore_or_create(
+                    self._store, spec, restarted=None if hosting is None else not hosting.creating)
             except BaseException:
-                self._store.close()  # gives the claim up at once: this actor never starts
+                self._let_store_go()  # gives the claim up at once: this run never starts
                 raise
             self._committed = self._head = (version, state)
             self._last_checkpoint = checkpoint_version
@@ -211,6 +240,8 @@ class OrchestratorActor:
             max_parallel=self._max_parallel_requested,
             restarted=self._restarted,
             pid=os.getpid(),
+            host=self._hosting.holder.get("host") if self._hosting else None,
+            epoch=self._epoch,
         )
 
     # ----------------------------------------------------------------- writes
@@ -367,11 +398,58 @@ class OrchestratorActor:
                 try:
                     await self._run_io(self._final_checkpoint)
                 finally:
-                    await self._run_io(self._store.close)
-        self._fn_executor.shutdown(wait=False)
-        self._io_executor.shutdown(wait=False)
+                    await self._run_io(self._let_store_go)
         self._log.info("closed at version %d", self._committed[0])
-        await telemetry.actor_closing()  # push this actor's metrics before the process is killed
+        if self._hosting is None:
+            self._fn_executor.shutdown(wait=False)
+            self._io_executor.shutdown(wait=False)
+            await telemetry.actor_closing()  # push this actor's metrics before the process is killed
+
+    async def unload(self) -> int:
+        """Leave memory (a host unloading an idle durable run): checkpoint the last version,
+        stop writing the run (its epoch stays, so whoever activates it next supersedes this
+        activation) and return that version. The run stays open: the next call to it on its
+        host activates it again from the store. Its managed agents' records stay stored."""
+        async with self._write_lock:
+            if self._closed:
+                return self._committed[0]
+            self._closed = True
+            self._log_of_changes.close()
+            if self._checkpoint_task is not None:
+                await self._checkpoint_task
+            if self._store is not None:
+                try:
+                    await self._run_io(self._final_checkpoint)
+                finally:
+                    await self._run_io(self._let_store_go)
+        self._log.info("unloaded at version %d", self._committed[0])
+        return self._committed[0]
+
+    async def abandon(self) -> None:
+        """Stop at once without writing (a newer activation superseded this one: a checkpoint
+        would be refused too). The run's state stays in the store, as the newer one wrote it."""
+        self._closed = True
+        self._log_of_changes.close()
+        self._log.warning("superseded by a newer activation of the run; this one stops")
+        await self._run_io(self._let_store_go)
+
+    def idle(self) -> bool:
+        """No write queued or settling, and no managed agent working: safe to unload."""
+        return (not self._write_lock.locked() and not self._fn_queue and not self._settling and not self._staged
+                and all(a.get("lifecycle") not in ("initializing", "running") for a in self._agents.payloads()))
+
+    def _let_store_go(self) -> None:
+        """Stop writing the run: a store of its own is closed (which drops its claim); a host's
+        shared store only forgets this run's claim and activation."""
+        if self._store is None:
+            return
+        if self._hosting is None:
+            self._store.close()
+            return
+        for forget in ("deactivate", "release_writer"):
+            method = getattr(self._store, forget, None)
+            if method is not None:
+                method(self._name)
 
     # ---------------------------------------------------------- managed agents
 
@@ -430,17 +508,29 @@ class OrchestratorActor:
         if claim is None:
             return
         address = cluster_address()
-        holder = {"address": address, "node": node_id()}
+        holder = {"address": address, "node": node_id(), **(self._hosting.holder if self._hosting else {})}
         deadline = time.monotonic() + _PEER_EXIT_SECONDS
         while True:
             try:
-                claim(self._name, holder=holder, timeout=_CLAIM_SECONDS)
-                return
+                claim(self._name, holder=holder, timeout=0.0 if self._hosting else _CLAIM_SECONDS)
+                break
             except RunLockedElsewhere as exc:
-                if exc.holder.get("address") != address or time.monotonic() > deadline:
+                if exc.holder.get("address") != address:
+                    self._log.warning("refused: %s", exc)
+                    raise
+                if self._hosting is not None:
+                    # A writer of this cluster holds the lock: an activation that is presumed
+                    # dead (a stopped host, one Ray restarted). It is superseded below and its
+                    # writes are refused by the epoch from then on: no need to wait for it.
+                    self._log.warning("taking the run over from %s; its writes are fenced from now on", exc.holder)
+                    break
+                if time.monotonic() > deadline:
                     self._log.warning("refused: %s", exc)
                     raise
                 self._log.info("waiting for the previous actor of this run to exit: %s", exc)
+        activate = getattr(self._store, "activate", None)
+        if activate is not None:
+            self._epoch = activate(self._name, holder=holder)
 
     def _check_token(self, token: str) -> None:
         if not hmac.compare_digest(str(token or ""), self._token):

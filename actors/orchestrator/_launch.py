@@ -17,9 +17,9 @@ from actors.exceptions import OrchestratorNotFound
 from actors.orchestrator._actor import OrchestratorActor
 from actors.orchestrator.spec import RunSpec
 from cluster.connect import SOLOIST_NAMESPACE
-from cluster.storage import RunLockedElsewhere, open_store
+from cluster.storage import RunLockedElsewhere, Store, open_store
 
-__all__ = ["actor_name", "start_actor", "prepare_store", "stored_token", "translate_creation_error", "writer_elsewhere"]
+__all__ = ["actor_name", "start_actor", "prepare_store", "store_location", "stored_token", "translate_creation_error", "writer_elsewhere"]
 
 _RemoteOrchestrator = ray.remote(OrchestratorActor)
 
@@ -104,6 +104,16 @@ def prepare_store(store: Any, name: str, durability: str, *, creating: bool) -> 
         raise OrchestratorNotFound(f"no live orchestrator and no stored run named {name!r} in {getattr(opened, 'path', store)}")
     # absolute: the actor opens it, and a worker's current directory need not be the driver's
     return os.path.abspath(os.fspath(store)) if not hasattr(store, "append") else store
+
+
+def store_location(store: Any) -> Any:
+    """What a host opens for ``store``: an absolute path (a worker's current directory need not
+    be the driver's), a store object as it is, or None. Type errors are the caller's own."""
+    if store is None or isinstance(store, Store):
+        return store
+    if isinstance(store, (str, os.PathLike)):
+        return os.path.abspath(os.fspath(store))
+    raise TypeError(f"store must be a path, a Store or None, not {type(store).__name__}")
 
 
 def stored_token(store: Any, name: str) -> str | None:

@@ -9,6 +9,7 @@ and becomes read-only, unless the owner hands it out on purpose with ``delegate(
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 import threading
@@ -36,6 +37,7 @@ from actors.orchestrator._actor import OrchestratorActor
 from actors.orchestrator._json_clean import json_round_trip
 from actors.orchestrator._launch import (
     actor_name,
+    store_location,
     live_run_names,
     lookup_live,
     prepare_store,
@@ -44,12 +46,15 @@ from actors.orchestrator._launch import (
     translate_creation_error,
     writer_elsewhere,
 )
+from actors.orchestrator._placement import HostedActor, hosted_handle, open_hosted
+from actors.orchestrator.hosts import hosted_runs
+from actors.orchestrator._host import Reload
 from actors.orchestrator._recovery import stored_run_spec
 from actors.orchestrator.changes import Change
 from actors.agents.managed import AgentConfig, AgentKind, Lifecycle
 from actors.callers.protocol import ToolCaller
 from actors.orchestrator.spec import DEFAULT_KEEP_VERSIONS, DURABILITY_MODES, OrchestratorStatistics, RunDescription, RunSpec
-from cluster.connect import ensure_connected, wait_ref
+from cluster.connect import current_job_id, ensure_connected, wait_ref
 from cluster.semaphore import ClusterSemaphore
 from cluster.storage import Store
 from coordinators import ContextSnapshot, StateTransition, TransitionBatch
@@ -106,6 +111,13 @@ class Orchestrator(Generic[S]):
     ``keep_versions`` / ``keep_days`` set the retention window of a durable run's journal:
     checkpoint compaction keeps at least the last N versions / the last D days readable by
     ``history`` and ``fork`` (with both, the stricter wins; both None keeps everything).
+
+    Runs share host actors: a run's orchestrator lives in one of a few host processes (its
+    name hashed over them), with its own serialised writes, and a durable run idle for a while
+    leaves memory until its next call (after ``unload_after_s`` idle seconds; None: the host's
+    default, ``SOLOIST_UNLOAD_AFTER_S``). ``dedicated=True`` gives the run an actor process of
+    its own instead (a huge state, a process to itself). ``detached`` keeps the run after this
+    driver exits (otherwise it is closed with it).
     """
 
     def __init__(
@@ -122,9 +134,16 @@ class Orchestrator(Generic[S]):
         detached: bool = False,
         keep_versions: int | None = DEFAULT_KEEP_VERSIONS,
         keep_days: float | None = None,
+        dedicated: bool = False,
+        unload_after_s: float | None = None,
         _metadata: dict[str, Any] | None = None,
     ) -> None:
         _check_state(initial)
+        if not isinstance(dedicated, bool):
+            raise TypeError(f"dedicated must be True or False, got {dedicated!r}")
+        if unload_after_s is not None and (isinstance(unload_after_s, bool) or not isinstance(unload_after_s, (int, float))
+                                           or not unload_after_s > 0):
+            raise ValueError(f"unload_after_s must be a number of seconds > 0 or None (the host's default), got {unload_after_s!r}")
         if durability not in DURABILITY_MODES:
             raise ValueError(f"durability must be one of {', '.join(map(repr, DURABILITY_MODES))}, got {durability!r}")
         if name is not None and (not isinstance(name, str) or not name.strip()):
@@ -139,7 +158,9 @@ class Orchestrator(Generic[S]):
             raise TypeError(f"caller must implement the ToolCaller protocol (async call_tool(name, arguments)), got {type(caller).__name__}")
         ensure_connected()
         run_name = name or f"run-{uuid.uuid4().hex[:12]}"
-        store_spec = prepare_store(store, run_name, durability, creating=True)
+        # A hosted run's store is opened (and checked) by its host, which holds it open for
+        # every run of that file; a dedicated actor's is checked here first.
+        store_spec = prepare_store(store, run_name, durability, creating=True) if dedicated else store_location(store)
         spec = RunSpec(
             name=run_name,
             named=name is not None,
@@ -154,15 +175,22 @@ class Orchestrator(Generic[S]):
             checkpoint_every=checkpoint_every,
             keep_versions=keep_versions,
             keep_days=keep_days,
+            unload_after_s=unload_after_s,
             metadata=_metadata or {},
         )
         try:
-            handle = start_actor(spec, detached=detached)
+            if dedicated:
+                handle = start_actor(spec, detached=detached)
+            else:
+                handle = open_hosted(spec, owner_job=None if detached else current_job_id())
+        except ray.exceptions.RayTaskError as exc:
+            raise translate_creation_error(exc, run_name) from None
         except Exception as exc:  # Ray could not pickle the spec: name the culprit, or re-raise as is
             _explain_pickling_failure(exc, initial=initial, caller=caller)
             raise
         self._bind(handle, spec.described(), spec.token, durable=store_spec is not None)
-        self._wait_ready()
+        if dedicated:
+            self._wait_ready()
         self._track_agents()
 
     # ------------------------------------------------------------ construction
@@ -240,7 +268,11 @@ class Orchestrator(Generic[S]):
         ensure_connected()
         if store is not None and token is None:
             token = stored_token(store, name)
-        handle = lookup_live(name)
+        handle = lookup_live(name) or hosted_handle(name)
+        location = store_location(store)
+        if isinstance(handle, HostedActor) and isinstance(location, str):
+            # Whoever can open the run's store may bring it back after its host restarted.
+            handle = handle.with_reload(Reload(store=location, durability=durability))
         if handle is None:
             if store is None:
                 raise OrchestratorNotFound(
@@ -263,7 +295,7 @@ class Orchestrator(Generic[S]):
         (``OrchestratorNotFound``).
         """
         ensure_connected()
-        return live_run_names()
+        return sorted({*live_run_names(), *(record.name for _, record in hosted_runs() if record.named)})
 
     @classmethod
     def _wrap(cls, handle: Any, name: str, token: str | None) -> "Orchestrator[Any]":
@@ -276,6 +308,16 @@ class Orchestrator(Generic[S]):
     @classmethod
     def _restart_from_store(cls, name: str, store: str | Store, durability: str, token: str | None) -> "Orchestrator[Any]":
         store_spec = prepare_store(store, name, durability, creating=False)
+        if isinstance(store_spec, str):
+            # Hosted: the run's first call on its host activates it from the store.
+            hosted = hosted_handle(name, Reload(store=store_spec, durability=durability))
+            try:
+                described = wait_ref(hosted.describe.remote())
+            except ray.exceptions.RayTaskError as exc:
+                raise translate_creation_error(exc, name) from None
+            self = cls._handle(hosted, described.model_copy(update={"name": name}), token, durable=True)
+            self._track_agents()
+            return self
         spec = stored_run_spec(store_spec, name, durability)
         handle = start_actor(spec, detached=False)
         self = cls._handle(handle, spec.described(), spec.token, durable=True)
@@ -372,6 +414,20 @@ class Orchestrator(Generic[S]):
     async def statistics(self) -> OrchestratorStatistics:
         return await self._call(OrchestratorActor.statistics)
 
+    @property
+    def hosted(self) -> bool:
+        """True when the run lives on a shared run host (False: a dedicated actor of its own)."""
+        return isinstance(self._actor, HostedActor)
+
+    async def unload(self) -> bool:
+        """Take the run out of its host's memory now, as an idle run leaves it on its own: the
+        last version is checkpointed and the next call (from any handle) activates the run
+        again from its store. True once unloaded; False for a run that cannot leave memory
+        (no store, a dedicated actor) or is busy (a write, a subscriber or an agent at work)."""
+        if not isinstance(self._actor, HostedActor):
+            return False
+        return bool(await self._actor.unload())
+
     async def join_semaphore(self) -> None:
         """Make sure the run's semaphore scope has its actor and counts this run among its
         users (``handoff`` calls this first; a no-op once done on this handle).
@@ -388,7 +444,9 @@ class Orchestrator(Generic[S]):
     def _join_semaphore(self) -> None:
         with self._join_lock:  # two first handoffs at once join once
             if not self._semaphore_joined:
-                ClusterSemaphore.join_run(self._semaphore_scope, self._name, self._actor)
+                # Watched for liveness by the scope: a hosted run's is its host's.
+                actor = self._actor.host() if isinstance(self._actor, HostedActor) else self._actor
+                ClusterSemaphore.join_run(self._semaphore_scope, self._name, actor)
                 self._semaphore_joined = True
 
     async def refresh_max_parallel(self) -> int:
@@ -569,7 +627,11 @@ class Orchestrator(Generic[S]):
         try:
             await self._call(OrchestratorActor.close, self._token)
         finally:
-            ray.kill(self._actor, no_restart=True)
+            if isinstance(self._actor, HostedActor):
+                with contextlib.suppress(ray.exceptions.RayActorError):
+                    await self._actor.release()
+            else:
+                ray.kill(self._actor, no_restart=True)
             await self._leave_semaphore()
 
     async def _leave_semaphore(self) -> None:
@@ -615,6 +677,13 @@ class Orchestrator(Generic[S]):
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
             except ray.exceptions.ActorDiedError as exc:
+                if isinstance(self._actor, HostedActor) and asyncio.get_running_loop().time() < deadline:
+                    # The host ended (it retired, or its node was lost): the same name gives
+                    # a new one, which activates a durable run from its store.
+                    self._actor.forget_host()
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 1.0)
+                    continue
                 raise OrchestratorClosed(f"orchestrator {self._name!r} is not running: {exc.error_msg if hasattr(exc, 'error_msg') else exc}") from exc
 
 

@@ -40,6 +40,8 @@ class RunSpec(BaseModel):
     """Retention: at least this many latest versions stay readable (history, fork); None: no limit."""
     keep_days: float | None = None
     """Retention: versions younger than this many days stay readable; None: no limit."""
+    unload_after_s: float | None = None
+    """A hosted durable run idle this long leaves memory (None: its host's default)."""
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Extra JSON-clean facts stored with a new run (e.g. which run it was forked from)."""
     logger_name: str = "soloist.orchestrator"
@@ -103,3 +105,7 @@ class OrchestratorStatistics(BaseModel):
     restarted: bool
     pid: int = 0
     """The process id of the orchestrator actor (changes when it restarts)."""
+    host: str | None = None
+    """The run host holding the run (None: a dedicated actor of its own)."""
+    epoch: int | None = None
+    """The run's fencing epoch as this activation took it (None: a run without a store)."""

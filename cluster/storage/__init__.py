@@ -31,6 +31,7 @@ from .exceptions import (
     StoreReadOnly,
     StoreWriteFailed,
     VersionCompacted,
+    WriterFenced,
 )
 from .gc import FINISHED_STATUSES, FinalStatus, GcReport, finished_runs, parse_age, remove_finished_runs
 from .memory import MemoryStore
@@ -60,6 +61,7 @@ __all__ = [
     "StoreStatistics",
     "StoreWriteFailed",
     "VersionCompacted",
+    "WriterFenced",
     "FINISHED_STATUSES",
     "FinalStatus",
     "GcReport",

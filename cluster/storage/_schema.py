@@ -19,10 +19,14 @@ from .exceptions import (
     StoreWriteFailed,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 APPLICATION_ID = 0x736F6C6F  # "solo": marks the file as a soloist store
 _MAGIC = b"SQLite format 3\x00"
 _TABLES = ("runs", "checkpoints", "journal", "requests", "agents")
+_TABLES_SINCE = {"activations": 2}  # tables a newer schema added, opened files get them at open
+# Schema 2: each run's fencing epoch. Every activation of a run (an orchestrator taking it
+# up) raises the epoch by one; writes of an older activation are refused from then on.
+_ACTIVATIONS = "CREATE TABLE IF NOT EXISTS activations(run TEXT PRIMARY KEY, epoch INTEGER NOT NULL, holder TEXT NOT NULL, since REAL NOT NULL);"
 _SCHEMA = f"""
 BEGIN IMMEDIATE;
 CREATE TABLE IF NOT EXISTS runs(name TEXT PRIMARY KEY, state_type TEXT NOT NULL, created_at REAL NOT NULL,
@@ -38,6 +42,7 @@ CREATE INDEX IF NOT EXISTS requests_by_version ON requests(run, version);
 CREATE TABLE IF NOT EXISTS agents(run TEXT NOT NULL, agent_id TEXT NOT NULL, record TEXT NOT NULL,
                     updated_at REAL NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (run, agent_id));
 CREATE INDEX IF NOT EXISTS agents_by_seq ON agents(run, seq);
+{_ACTIVATIONS}
 PRAGMA application_id = {APPLICATION_ID};
 PRAGMA user_version = {SCHEMA_VERSION};
 COMMIT;
@@ -80,12 +85,27 @@ def open_writer(path: str, opener: Callable[..., sqlite3.Connection]) -> sqlite3
                 raise StoreWriteFailed(path=path, problem=f"cannot enable WAL (journal mode {mode})")
             if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'runs'").fetchone():
                 conn.executescript(_SCHEMA)  # one transaction: tables, ids, schema version
+            else:
+                _migrate(conn)
         except BaseException:
             conn.close()
             raise
     except sqlite3.Error as exc:
         raise translate(exc, path, writing=True) from exc
     return conn
+
+
+_MIGRATIONS = {1: f"BEGIN IMMEDIATE; {_ACTIVATIONS} PRAGMA user_version = 2; COMMIT;"}
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Bring a file of an older schema to this one, one version per transaction (a newer
+    soloist opens an older store in place; an older soloist then refuses it: SchemaTooNew)."""
+    while True:
+        (found,) = conn.execute("PRAGMA user_version").fetchone()
+        if found >= SCHEMA_VERSION:
+            return
+        conn.executescript(_MIGRATIONS[found])
 
 
 def validate_file(path: str, opener: Callable[..., sqlite3.Connection]) -> None:
@@ -111,8 +131,9 @@ def validate_file(path: str, opener: Callable[..., sqlite3.Connection]) -> None:
         raise StoreCorrupted(path=path, problem="quick_check failed: " + "; ".join(problems))
     if not tables:
         return  # an empty SQLite file: the writer creates the schema
-    missing = [t for t in _TABLES if t not in tables]
-    if app != APPLICATION_ID or found != SCHEMA_VERSION or missing:
+    expected = [*_TABLES, *(t for t, since in _TABLES_SINCE.items() if found >= since)]
+    missing = [t for t in expected if t not in tables]
+    if app != APPLICATION_ID or found not in _MIGRATIONS and found != SCHEMA_VERSION or missing:
         raise StoreCorrupted(
             path=path,
             problem=f"not a soloist store (application_id {app}, schema {found}, missing tables {missing})",

@@ -194,6 +194,29 @@ class RunLockedElsewhere(StoreError):
         self.holder = dict(holder)
 
 
+class WriterFenced(RunLockedElsewhere):
+    """Raised when a write comes from an activation of the run that is no longer its newest:
+    another orchestrator took the run up since (a host that was presumed dead, a driver that
+    raced this one) and raised the run's fencing epoch. Nothing of this write was stored;
+    the newer activation holds the run (``holder``), and this one must stop writing."""
+
+    epoch: int
+    current: int
+
+    def __init__(self, *, path: str | None, run: str, epoch: int, current: int, holder: dict[str, Any]) -> None:
+        StoreError.__init__(
+            self,
+            f"run {run!r} in store {path or MEMORY_PATH}: this writer's activation (epoch {epoch}) was superseded by "
+            f"epoch {current}, held by {describe_holder(holder)}; nothing of this write was stored. "
+            "Write through the run's current handle (Orchestrator.attach), never through the old one",
+            path=path,
+        )
+        self.run = run
+        self.holder = dict(holder)
+        self.epoch = epoch
+        self.current = current
+
+
 def describe_holder(holder: dict[str, Any]) -> str:
     """``pid 123 on host h (Ray cluster at 1.2.3.4:6379)``, from what the writer recorded."""
     if not holder:

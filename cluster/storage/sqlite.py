@@ -50,6 +50,7 @@ from .exceptions import (
     StoreCorrupted,
     StoreReadOnly,
     VersionCompacted,
+    WriterFenced,
 )
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
@@ -94,6 +95,7 @@ class SqliteStore:
         self._local = threading.local()
         self._claims: dict[str, WriterClaim] = {}  # runs this store writes as their one writer
         self._brief: dict[str, int] = {}  # runs locked for the current transaction (writer thread only)
+        self._epochs: dict[str, int] = {}  # runs this store writes as their activation of that epoch
         existing = os.path.exists(self._file) and os.path.getsize(self._file) > 0
         if existing:
             validate_file(self._file, _open_connection)
@@ -118,7 +120,7 @@ class SqliteStore:
         meta = dump_json(info.metadata, "run metadata")
 
         def op(conn: sqlite3.Connection) -> None:
-            self._fence(info.name)
+            self._fence(info.name, conn)
             if conn.execute("SELECT 1 FROM runs WHERE name = ?", (info.name,)).fetchone():
                 raise RunExists(path=self._file, run=info.name)
             conn.execute(
@@ -156,7 +158,7 @@ class SqliteStore:
         self._drain_pending()
 
         def op(conn: sqlite3.Connection) -> None:
-            self._fence(run)
+            self._fence(run, conn)
             last = self._last_version(conn, run)
             if version > last:
                 raise JournalGap(
@@ -180,7 +182,7 @@ class SqliteStore:
         self._drain_pending()
 
         def op(conn: sqlite3.Connection) -> int:
-            self._fence(run)
+            self._fence(run, conn)
             self._last_version(conn, run)
             if keep_from is None:
                 (base,) = conn.execute("SELECT MAX(version) FROM checkpoints WHERE run = ?", (run,)).fetchone()
@@ -208,8 +210,10 @@ class SqliteStore:
         self._drain_pending()
 
         def op(conn: sqlite3.Connection) -> None:
-            self._fence(run)
+            self._fence(run, conn)
             self._require_run(conn, run)
+            # The activation row stays: a run created again under this name must still supersede
+            # any writer of the deleted one.
             for table in ("journal", "requests", "checkpoints", "agents"):
                 conn.execute(f"DELETE FROM {table} WHERE run = ?", (run,))
             conn.execute("DELETE FROM runs WHERE name = ?", (run,))
@@ -221,7 +225,7 @@ class SqliteStore:
         dump_json(changes, "run metadata")
 
         def op(conn: sqlite3.Connection) -> RunInfo:
-            self._fence(run)
+            self._fence(run, conn)
             self._require_run(conn, run)
             row = conn.execute("SELECT * FROM runs WHERE name = ?", (run,)).fetchone()
             info = self._run_info(row)
@@ -237,7 +241,7 @@ class SqliteStore:
         text = dump_json(record, f"record of agent {agent_id!r}")
 
         def op(conn: sqlite3.Connection) -> AgentRecordRow:
-            self._fence(run)
+            self._fence(run, conn)
             self._last_version(conn, run)
             (seq,) = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM agents WHERE run = ?", (run,)).fetchone()
             now = time.time()
@@ -447,7 +451,7 @@ class SqliteStore:
         self, conn: sqlite3.Connection, run: str, entries: list[JournalEntry], rows: list[tuple[Any, ...]]
     ) -> None:
         """Check that ``entries`` continue the run's journal, then insert them."""
-        self._fence(run)
+        self._fence(run, conn)
         last = self._last_version(conn, run)
 
         def committed(request_id: str) -> int | None:
@@ -471,6 +475,38 @@ class SqliteStore:
             return
         self._claims[run] = claim(self._file, run, holder, timeout=timeout)
 
+    def activate(self, run: str, *, holder: dict[str, Any]) -> int:
+        """Take the run up as its newest activation: raise its fencing epoch by one (durably)
+        and return it. From then on every write of this store to the run first checks, in
+        the same transaction, that the epoch is still this one, so a writer superseded by a
+        later activation (a host presumed dead, another driver) can never commit again
+        (``WriterFenced``). The run need not be stored yet. ``holder`` is recorded for the
+        error a superseded writer gets."""
+        if self._closed:
+            raise StoreClosed(path=self._file)
+        record = dump_json(holder, "activation holder")
+
+        def op(conn: sqlite3.Connection) -> int:
+            row = conn.execute("SELECT epoch FROM activations WHERE run = ?", (run,)).fetchone()
+            epoch = (row[0] if row else 0) + 1
+            conn.execute("INSERT OR REPLACE INTO activations VALUES (?, ?, ?, ?)", (run, epoch, record, time.time()))
+            return int(epoch)
+
+        epoch: int = self._writer.submit(op).result()
+        self._epochs[run] = epoch
+        return epoch
+
+    def deactivate(self, run: str) -> None:
+        """Stop writing the run as its activation (unloaded or closed); the epoch stays, so the
+        next activation, here or anywhere, supersedes this one. Idempotent."""
+        self._epochs.pop(run, None)
+
+    def activation(self, run: str) -> tuple[int, dict[str, Any]] | None:
+        """The run's current ``(epoch, holder)``, or None if it was never activated."""
+        with self._read() as conn:
+            row = conn.execute("SELECT epoch, holder FROM activations WHERE run = ?", (run,)).fetchone()
+        return (int(row[0]), self._parse(row[1], f"activation of run {run!r}")) if row else None
+
     def check_writer(self, run: str) -> None:
         """Raise ``RunLockedElsewhere`` naming the holder when another process (or another
         store object) holds the run's claim; return when nobody does (nothing is kept)."""
@@ -486,9 +522,18 @@ class SqliteStore:
         if claimed is not None:
             claimed.release()
 
-    def _fence(self, run: str) -> None:
-        """Inside a write (writer thread): refuse it unless this store holds the run's claim
-        or nobody does (then hold the lock until this transaction ends)."""
+    def _fence(self, run: str, conn: sqlite3.Connection) -> None:
+        """Inside a write (writer thread): refuse it when this store activated the run and a
+        later activation superseded it (``WriterFenced``); else unless this store holds the
+        run's claim or nobody does (then hold the lock until this transaction ends)."""
+        epoch = self._epochs.get(run)
+        if epoch is not None:
+            row = conn.execute("SELECT epoch, holder FROM activations WHERE run = ?", (run,)).fetchone()
+            if row is not None and row[0] != epoch:
+                raise WriterFenced(path=self._file, run=run, epoch=epoch, current=int(row[0]),
+                                   holder=self._parse(row[1], f"activation of run {run!r}"))
+            if run not in self._claims:
+                return  # fenced by the epoch alone: the holder of the OS lock, if any, is superseded
         if run in self._claims or run in self._brief:
             return
         fd = lock_briefly(self._file, run)

@@ -5,7 +5,7 @@ increments, each with an explicit request id, from ``concurrency`` concurrent wr
 ``resend_every``-th request id is sent a second time on purpose. It prints one line per
 event, flushed, for the test to parse:
 
-- ``PID <pid>``: the orchestrator's worker process (again after every restart);
+- ``PID <pid>``: the process holding the orchestrator (again after every restart);
 - ``ACK <i> <version>``: request ``req-<i>`` was acknowledged at ``version``;
 - ``RESEND <i> <version>``: the deliberate resend of ``req-<i>`` returned ``version``;
 - ``FINAL <count> <version> <duplicates>``: the state after the last acknowledgement.
@@ -13,7 +13,8 @@ event, flushed, for the test to parse:
 The test kills the worker with SIGKILL while this runs. The last ``HOLD_TAIL`` requests
 wait until the test writes a line to stdin (or closes it): the run cannot end before the
 test has made all its kills, however the machine schedules the two processes. Usage:
-``python _crash_driver.py STORE MODE COUNT CONCURRENCY RESEND_EVERY HOLD_TAIL``.
+``python _crash_driver.py STORE MODE COUNT CONCURRENCY RESEND_EVERY HOLD_TAIL [hosted|dedicated]``
+(hosted: the run lives on a shared host actor, and the host is the process killed).
 """
 
 from __future__ import annotations
@@ -57,13 +58,17 @@ async def _watch_pid(actor: object, stop: asyncio.Event) -> None:
             continue
 
 
-async def main(store: str, mode: str, count: int, concurrency: int, resend_every: int, hold_tail: int) -> None:
-    from actors import Orchestrator, actor_name
+async def main(store: str, mode: str, count: int, concurrency: int, resend_every: int, hold_tail: int, placement: str) -> None:
+    from actors import Orchestrator, actor_name, run_host_name
     from cluster import SOLOIST_NAMESPACE
 
-    orch = Orchestrator(Counter(), name=f"crash-{mode}", store=store, durability=mode, checkpoint_every=100)
+    name = f"crash-{mode}"
+    dedicated = placement == "dedicated"
+    orch = Orchestrator(Counter(), name=name, store=store, durability=mode, checkpoint_every=100, dedicated=dedicated)
     stop = asyncio.Event()
-    watcher = asyncio.create_task(_watch_pid(ray.get_actor(actor_name(f"crash-{mode}"), namespace=SOLOIST_NAMESPACE), stop))
+    # The process that holds the run: its own actor, or the host actor its name maps to.
+    holder = ray.get_actor(actor_name(name) if dedicated else run_host_name(name), namespace=SOLOIST_NAMESPACE)
+    watcher = asyncio.create_task(_watch_pid(holder, stop))
     # Done once the test says go (a line on stdin, or stdin closed); blocks nothing meanwhile.
     go = asyncio.ensure_future(asyncio.to_thread(sys.stdin.readline))
     queue: asyncio.Queue[int] = asyncio.Queue()
@@ -92,6 +97,7 @@ async def main(store: str, mode: str, count: int, concurrency: int, resend_every
 
 if __name__ == "__main__":
     path, durability, n, conc, every, tail = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:7])
+    placement = sys.argv[7] if len(sys.argv) > 7 else "hosted"
     for attempt in (1, 2, 3):  # Ray gives its raylet a fixed 30 s to come up; a busy machine may need longer
         try:
             ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=100 * 1024 * 1024,
@@ -102,6 +108,6 @@ if __name__ == "__main__":
                 raise
             ray.shutdown()
     try:
-        asyncio.run(main(path, durability, n, conc, every, tail))
+        asyncio.run(main(path, durability, n, conc, every, tail, placement))
     finally:
         ray.shutdown()

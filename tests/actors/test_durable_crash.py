@@ -1,4 +1,5 @@
-"""Crash recovery end to end: SIGKILL the orchestrator's worker while a driver applies.
+"""Crash recovery end to end: SIGKILL the process holding a run (its host, or its dedicated
+actor) while a driver applies.
 
 The driver (``_crash_driver.py``) runs in its own process with its own embedded Ray and
 applies 1,000 increments with explicit request ids (some resent on purpose). This test
@@ -36,13 +37,13 @@ HOLD_TAIL = 50  # the driver's last requests, held until every kill is made
 DEADLINE_SECONDS = 600  # a hang guard for the whole driver run, not a speed goal
 
 
-def _run_driver_and_kill(store: Path, mode: str, concurrency: int, seed: int) -> dict[str, object]:
+def _run_driver_and_kill(store: Path, mode: str, concurrency: int, seed: int, placement: str = "hosted") -> dict[str, object]:
     """Run the driver, SIGKILL the orchestrator at ``KILLS`` random points, parse its report."""
     rng = random.Random(seed)
     thresholds = sorted(rng.sample(range(50, APPLIES - HOLD_TAIL), KILLS))
     env = {**os.environ, "RAY_DEDUP_LOGS": "0", "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(Path.cwd())}
     proc = subprocess.Popen(
-        [sys.executable, str(DRIVER), str(store), mode, str(APPLIES), str(concurrency), "97", str(HOLD_TAIL)],
+        [sys.executable, str(DRIVER), str(store), mode, str(APPLIES), str(concurrency), "97", str(HOLD_TAIL), placement],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
     )
     lines: queue.Queue[str | None] = queue.Queue()
@@ -115,13 +116,19 @@ def _assert_exactly_once(report: dict[str, object], store: Path, mode: str) -> N
         stored.close()
 
 
-def test_sync_mode_survives_sigkills_with_every_acknowledged_apply_exactly_once(tmp_path: Path) -> None:
+def test_sync_mode_survives_sigkills_of_its_host_with_every_acknowledged_apply_exactly_once(tmp_path: Path) -> None:
     store = tmp_path / "crash-sync.db"
     report = _run_driver_and_kill(store, "sync", concurrency=1, seed=4)
     _assert_exactly_once(report, store, "sync")
 
 
-def test_batch_mode_survives_sigkills_with_every_acknowledged_apply_exactly_once(tmp_path: Path) -> None:
+def test_a_dedicated_run_survives_sigkills_of_its_actor_with_every_acknowledged_apply_exactly_once(tmp_path: Path) -> None:
+    store = tmp_path / "crash-sync.db"
+    report = _run_driver_and_kill(store, "sync", concurrency=4, seed=6, placement="dedicated")
+    _assert_exactly_once(report, store, "sync")
+
+
+def test_batch_mode_survives_sigkills_of_its_host_with_every_acknowledged_apply_exactly_once(tmp_path: Path) -> None:
     store = tmp_path / "crash-batch.db"
     report = _run_driver_and_kill(store, "batch", concurrency=8, seed=5)
     _assert_exactly_once(report, store, "batch")

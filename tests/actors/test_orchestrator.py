@@ -184,13 +184,17 @@ async def test_a_pickled_handle_is_read_only_and_a_delegated_one_can_write(count
 class _Intruder:
     """Plays a subagent that finds a named orchestrator and tries to write to it."""
 
-    async def try_write(self, name: str) -> str:
-        from actors import actor_name
+    async def try_write(self, name: str, dedicated: bool) -> str:
+        from actors import actor_name, run_host_name
         from cluster import SOLOIST_NAMESPACE
 
-        handle = ray.get_actor(actor_name(name), namespace=SOLOIST_NAMESPACE)
         try:
-            await handle.apply_fn.remote("guessed-token", "req-1", _plus_one)
+            if dedicated:
+                handle = ray.get_actor(actor_name(name), namespace=SOLOIST_NAMESPACE)
+                await handle.apply_fn.remote("guessed-token", "req-1", _plus_one)
+            else:  # the run's host holds many runs: it is asked for this one by name
+                host = ray.get_actor(run_host_name(name), namespace=SOLOIST_NAMESPACE)
+                await host.call.remote(name, None, "apply_fn", ("guessed-token", "req-1", _plus_one), {})
         except ray.exceptions.RayTaskError as exc:
             return type(exc.cause).__name__
         return "accepted"
@@ -204,11 +208,12 @@ class _Intruder:
         return "accepted"
 
 
-async def test_a_subagent_that_looks_up_a_named_orchestrator_cannot_write():
-    orch = Orchestrator(Counter(), name="guarded-run")
+@pytest.mark.parametrize("dedicated", [False, True], ids=["hosted", "dedicated"])
+async def test_a_subagent_that_looks_up_a_named_orchestrator_cannot_write(dedicated: bool):
+    orch = Orchestrator(Counter(), name="guarded-run", dedicated=dedicated)
     try:
         intruder = _Intruder.remote()
-        assert await intruder.try_write.remote("guarded-run") == "WriteRefused"
+        assert await intruder.try_write.remote("guarded-run", dedicated) == "WriteRefused"
         assert await intruder.try_attach_and_write.remote("guarded-run") == "WriteRefused"
         assert (await orch.snapshot()).count == 0
         assert await orch.version() == 0

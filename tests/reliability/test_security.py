@@ -28,7 +28,7 @@ from pydantic import BaseModel
 from actors import Call, Orchestrator, ToolCallResult, ToolReportedError, WriteRefused, handoff, parallel_handoff
 from actors.builtin import CODE_SKILLS, ExcerptInput, ImportsInput, SearchInput, TreeInput
 from cluster.storage import SqliteStore
-from actors import actor_name
+from actors import actor_name, run_host_name
 from actors import create_coordinator_actor
 from cluster import SOLOIST_NAMESPACE
 from cluster.cli import code_skill_registry
@@ -66,18 +66,23 @@ def _handles_in(value: Any, seen: set[int] | None = None, depth: int = 0) -> lis
     return found
 
 
-def _raw_actor(run: str) -> Any:
-    """The run's Ray actor, as anyone on the cluster can look it up by name."""
-    return ray.get_actor(actor_name(run), namespace=SOLOIST_NAMESPACE)
+async def _raw_call(run: str, method: str, *args: Any) -> Any:
+    """Call the run's orchestrator as anyone on the cluster can, by name: its dedicated actor,
+    or the host actor its name maps to (which holds many runs and is asked for this one)."""
+    try:
+        actor = ray.get_actor(actor_name(run), namespace=SOLOIST_NAMESPACE)
+    except ValueError:
+        host = ray.get_actor(run_host_name(run), namespace=SOLOIST_NAMESPACE)
+        return await host.call.remote(run, None, method, args, {})
+    return await getattr(actor, method).remote(*args)
 
 
 async def _try_to_write(run: str) -> list[str]:
     """Everything a compromised subagent or coordinator could try; returns what was refused."""
     refused = []
-    raw = _raw_actor(run)
     for guess in ("", None, "owner", "x" * 43):
         try:
-            await raw.apply_fn.remote(guess, f"attack-{guess}", lambda s: None)
+            await _raw_call(run, "apply_fn", guess, f"attack-{guess}", lambda s: None)
         except ray.exceptions.RayTaskError as exc:
             if isinstance(exc.cause, WriteRefused):
                 refused.append(f"raw:{guess!r}")
@@ -141,7 +146,7 @@ async def test_a_subagent_gets_no_handle_or_token_and_its_writes_through_named_l
         handles, token_seen = await _subagent_fields(orch, token)
         # Its own warm permits hold handles to the scope's semaphore actor and to itself (the
         # lease guard); neither can write the run's state. Nothing reaches the orchestrator.
-        assert [h for h in handles if h == "Orchestrator" or "OrchestratorActor" in h] == [], handles
+        assert [h for h in handles if h == "Orchestrator" or "OrchestratorActor" in h or "RunHostActor" in h] == [], handles
         assert not token_seen
         assert await orch.version() == 0
         assert (await orch.statistics()).refused_writes == 4  # the raw attempts; attached handles refuse before sending
@@ -223,7 +228,7 @@ async def test_the_owner_token_never_appears_in_logs_metrics_reads_or_stored_row
             with pytest.raises(WriteRefused):  # a forged token, through the public attach(token=...)
                 await Orchestrator.attach("sec-token", token=token[::-1]).apply(lambda s: None)
             reads = [await orch.snapshot(), await orch.context(), await orch.statistics(),
-                     await _raw_actor("sec-token").describe.remote(), await orch.agents(), orch, repr(orch)]
+                     await _raw_call("sec-token", "describe"), await orch.agents(), orch, repr(orch)]
             for value in reads:
                 assert token not in repr(value)
                 assert token.encode() not in pickle.dumps(value) or value is orch  # the owner's own handle holds it

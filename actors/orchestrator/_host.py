@@ -1,0 +1,356 @@
+"""The run host: one Ray actor process that holds many runs' orchestrators.
+
+Each run on a host is an ``OrchestratorActor`` object, exactly as a dedicated actor holds
+one: its own write lock (its applies are serialised, atomic, re-validated and journalled as
+ever), its own change log and request ids. What the host shares is what a process has once:
+the event loop, a few threads for ``fn`` and store I/O (a slow ``fn`` of one run holds one
+of them, never the loop, so other runs' reads and writes go on), and one store object per
+store file (its group commit then carries the writes of every run of that file).
+
+A run is activated on the first call that needs it: from its ``RunSpec`` when it is new,
+else from its store (the caller sends where the run is stored with every call, so a host
+that Ray restarted, or one that unloaded the run, needs nothing else). Every activation
+raises the run's fencing epoch in the store, so an older activation of it can never commit
+again. A durable run idle for ``idle_unload_s`` is checkpointed and unloaded: it then costs
+the host a line in a table until its next call. A run that is not detached is closed when
+the driver that created it exits; a host without runs ends itself after ``retire_after_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import ctypes
+import ctypes.util
+import dataclasses
+import gc
+import logging
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import ray
+from pydantic import BaseModel, ConfigDict
+
+from actors.exceptions import OrchestratorClosed
+from actors.orchestrator._actor import Hosting, OrchestratorActor
+from actors.orchestrator._recovery import stored_run_spec
+from actors.orchestrator.spec import RunSpec
+from cluster.connect import actor_was_restarted, ended_jobs
+from cluster.storage import WriterFenced, open_store
+
+__all__ = ["RunHostActor", "HostedRunRecord", "HostStatistics", "Reload", "reload_of"]
+
+_log = logging.getLogger("soloist.host")
+_THREADS = 4  # fn and store-I/O threads each, shared by every run of the host
+
+
+class Reload(BaseModel):
+    """Where a durable run is stored: sent with every call to a hosted run, so its host can
+    activate it again (after unloading it, or after Ray restarted the host)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    store: str
+    durability: str
+    unload_after_s: float | None = None
+    """Idle seconds before the run is unloaded (None: the host's default)."""
+
+
+def reload_of(spec: RunSpec) -> Reload | None:
+    """How a host activates ``spec``'s run again: None for a run without a store file."""
+    if not isinstance(spec.store, str):
+        return None
+    return Reload(store=spec.store, durability=spec.durability, unload_after_s=spec.unload_after_s)
+
+
+def _trim_heap() -> None:
+    """Ask the C allocator to return free memory to the OS (glibc's ``malloc_trim``); a no-op
+    where there is none."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+_LIBC_NAME = ctypes.util.find_library("c")
+_LIBC = ctypes.CDLL(_LIBC_NAME) if _LIBC_NAME and hasattr(ctypes.CDLL(_LIBC_NAME), "malloc_trim") else None
+
+
+class HostedRunRecord(BaseModel):
+    """One run as its host sees it (``soloist status``, the runs page)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    named: bool
+    loaded: bool
+    """In memory now (False: unloaded, activated again by its next call)."""
+    version: int | None
+    """The last committed version when loaded or unloaded here (None: not known)."""
+    idle_s: float
+    durable: bool
+
+
+class HostStatistics(BaseModel):
+    """A point-in-time report of one host."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    pid: int
+    loaded: int
+    unloaded: int
+    activations: int
+    unloads: int
+    restarted: bool
+
+
+@dataclasses.dataclass
+class _Slot:
+    """A run the host knows: its orchestrator while loaded, and what it needs to reload it."""
+
+    name: str
+    named: bool
+    reload: Reload | None
+    owner_job: str | None
+    lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)  # activation and unloading
+    run: OrchestratorActor | None = None
+    token: str = ""  # the owner's token, kept to close the run when its driver exits
+    calls: int = 0
+    last_used: float = dataclasses.field(default_factory=time.monotonic)
+    version: int | None = None
+
+
+class RunHostActor:
+    """Holds the orchestrators of many runs in one process. Created only by ``actors.orchestrator``."""
+
+    def __init__(self, name: str, idle_unload_s: float, retire_after_s: float) -> None:
+        self._name = name
+        self._idle_unload_s = idle_unload_s
+        self._retire_after_s = retire_after_s
+        self._slots: dict[str, _Slot] = {}
+        self._stores: dict[tuple[str, str], Any] = {}
+        self._store_users: collections.Counter[tuple[str, str]] = collections.Counter()  # loaded runs per store
+        self._fn_executor = ThreadPoolExecutor(max_workers=_THREADS, thread_name_prefix="soloist-host-apply")
+        self._io_executor = ThreadPoolExecutor(max_workers=_THREADS, thread_name_prefix="soloist-host-io")
+        self._holder = {"host": name, "pid": os.getpid()}
+        self._restarted = actor_was_restarted()
+        self._counts = {"activations": 0, "unloads": 0}
+        self._empty_since = time.monotonic()
+        self._keeper: asyncio.Task[None] | None = None
+        self._log = logging.LoggerAdapter(_log, {"component": "run-host", "host": name})
+        if self._restarted:
+            self._log.warning("host restarted: its durable runs are activated again from their stores on their next call")
+
+    # ------------------------------------------------------------------ runs
+
+    async def open_run(self, spec: RunSpec, owner_job: str | None) -> int:
+        """Start a new run here; its version. A run of that name already on this host is refused."""
+        self._keep()
+        if spec.name in self._slots:
+            raise ValueError(
+                f"a run named {spec.name!r} is already running on host {self._name}; use Orchestrator.attach({spec.name!r}) to get a handle"
+            )
+        reload = reload_of(spec)
+        slot = _Slot(spec.name, spec.named, reload, owner_job)
+        self._slots[spec.name] = slot
+        try:
+            async with slot.lock:
+                await self._activate(slot, spec, creating=True)
+        except BaseException:
+            self._slots.pop(spec.name, None)
+            raise
+        return slot.version or 0
+
+    async def call(self, run: str, reload: Reload | None, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Call ``method`` of the run's orchestrator, activating it first if it is not loaded."""
+        self._keep()
+        slot = self._slots.get(run)
+        if slot is None:
+            if reload is None:
+                raise OrchestratorClosed(
+                    f"orchestrator {run!r} is not running on host {self._name} (it was closed, or it had no store "
+                    "and its host restarted)"
+                )
+            slot = self._slots.setdefault(run, _Slot(run, True, reload, None))
+        slot.calls += 1
+        try:
+            orchestrator = slot.run or await self._reactivate(slot)
+            try:
+                return await getattr(orchestrator, method)(*args, **kwargs)
+            except WriterFenced:
+                # A newer activation holds the run: this one never writes again. The next call
+                # activates the run anew (superseding that one) from what the store holds.
+                if slot.run is orchestrator:
+                    slot.run = None
+                    await orchestrator.abandon()
+                    self._give_store(slot.reload)
+                raise
+        finally:
+            slot.calls -= 1
+            slot.last_used = time.monotonic()
+
+    async def drop_run(self, run: str) -> None:
+        """Forget a run that was closed (its orchestrator's ``close`` already ran)."""
+        slot = self._slots.pop(run, None)
+        if slot is not None and slot.run is not None:
+            slot.run = None
+            self._give_store(slot.reload)
+        self._note_empty()
+
+    async def unload_run(self, run: str) -> bool:
+        """Unload the run now if it is durable and idle (what the idle sweep does after
+        ``idle_unload_s``); True if it is unloaded after this call."""
+        slot = self._slots.get(run)
+        if slot is None:
+            return False
+        await self._unload(slot)
+        return slot.run is None
+
+    async def has_run(self, run: str) -> bool:
+        """Whether this host holds ``run`` (loaded or unloaded)."""
+        return run in self._slots
+
+    async def runs(self, offset: int = 0, limit: int | None = None) -> list[HostedRunRecord]:
+        """The runs of this host, by name, a page of them."""
+        now = time.monotonic()
+        names = sorted(self._slots)[offset: None if limit is None else offset + limit]
+        records = []
+        for name in names:
+            slot = self._slots[name]
+            version = slot.version if slot.run is None else await slot.run.version()
+            records.append(HostedRunRecord(name=name, named=slot.named, loaded=slot.run is not None, version=version,
+                                           idle_s=0.0 if slot.calls else now - slot.last_used, durable=slot.reload is not None))
+        return records
+
+    async def statistics(self) -> HostStatistics:
+        loaded = sum(1 for s in self._slots.values() if s.run is not None)
+        return HostStatistics(name=self._name, pid=os.getpid(), loaded=loaded, unloaded=len(self._slots) - loaded,
+                              activations=self._counts["activations"], unloads=self._counts["unloads"],
+                              restarted=self._restarted)
+
+    # ------------------------------------------------------------- internals
+
+    async def _reactivate(self, slot: _Slot) -> OrchestratorActor:
+        async with slot.lock:
+            if slot.run is not None:
+                return slot.run
+            if slot.reload is None:
+                self._slots.pop(slot.name, None)
+                raise OrchestratorClosed(f"orchestrator {slot.name!r} is not running on host {self._name}")
+            reload = slot.reload
+            store = self._take_store(reload)
+            try:
+                spec = await asyncio.get_running_loop().run_in_executor(
+                    self._io_executor, stored_run_spec, store, slot.name, reload.durability)
+            finally:
+                self._give_store(reload)
+            return await self._activate(slot, spec.model_copy(update={"store": reload.store}), creating=False)
+
+    async def _activate(self, slot: _Slot, spec: RunSpec, *, creating: bool) -> OrchestratorActor:
+        """Build the run's orchestrator (it claims the run and raises its epoch in the store)."""
+        store = self._take_store(slot.reload) if slot.reload is not None else spec.open_store()
+        hosting = Hosting(store=store, fn_executor=self._fn_executor, io_executor=self._io_executor, holder=self._holder,
+                          creating=creating)
+        # Claiming, replaying and creating read and write the store: off the event loop.
+        try:
+            orchestrator = await asyncio.get_running_loop().run_in_executor(
+                self._io_executor, lambda: OrchestratorActor(spec, hosting))
+        except BaseException:
+            self._give_store(slot.reload)
+            raise
+        slot.run, slot.token = orchestrator, spec.token
+        slot.version = await orchestrator.version()
+        self._counts["activations"] += 1
+        return orchestrator
+
+    async def _unload(self, slot: _Slot) -> None:
+        if slot.reload is None or slot.run is None or slot.calls or not slot.run.idle():
+            return
+        async with slot.lock:
+            orchestrator = slot.run
+            if orchestrator is None or slot.calls or not orchestrator.idle():
+                return
+            slot.version = await orchestrator.unload()
+            slot.run = None
+            self._counts["unloads"] += 1
+            self._give_store(slot.reload)
+
+    def _take_store(self, reload: Reload) -> Any:
+        """The store object of ``reload``'s file, opened on first use; counted as used by one
+        more run until ``_give_store``."""
+        key = (reload.store, reload.durability)
+        store = self._stores.get(key)
+        if store is None:
+            store = self._stores[key] = open_store(reload.store, durability=reload.durability)  # type: ignore[arg-type]
+        self._store_users[key] += 1
+        return store
+
+    def _give_store(self, reload: Reload | None) -> None:
+        """A run of that file left memory: the last one closes the store object (the file can
+        then be replaced or removed; the next activation opens it again)."""
+        if reload is None:
+            return
+        key = (reload.store, reload.durability)
+        self._store_users[key] -= 1
+        if self._store_users[key] <= 0:
+            del self._store_users[key]
+            self._stores.pop(key).close()
+
+    def _keep(self) -> None:
+        """Start the sweep (unloading, owners, retiring) with the host's first call."""
+        if self._keeper is None:
+            self._keeper = asyncio.get_running_loop().create_task(self._sweep_forever())
+
+    def _note_empty(self) -> None:
+        if not self._slots:
+            self._empty_since = time.monotonic()
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            delays = [self._idle_unload_s, self._retire_after_s, *(self._unload_after(s) for s in self._slots.values())]
+            await asyncio.sleep(max(0.05, min(min(delays) / 4, 2.0)))
+            try:
+                await self._sweep()
+            except Exception:  # the next sweep tries again; a failing unload leaves the run loaded
+                self._log.exception("host sweep failed")
+
+    def _unload_after(self, slot: _Slot) -> float:
+        chosen = slot.reload.unload_after_s if slot.reload is not None else None
+        return self._idle_unload_s if chosen is None else chosen
+
+    async def _sweep(self) -> None:
+        now = time.monotonic()
+        unloaded = 0
+        for slot in [s for s in self._slots.values() if s.run is not None and not s.calls]:
+            if now - slot.last_used >= self._unload_after(slot):
+                await self._unload(slot)
+                unloaded += slot.run is None
+        if unloaded:
+            # Give what the unloaded runs used back to the OS now, not at some later allocation.
+            gc.collect()
+            _trim_heap()
+        owners = {s.owner_job for s in self._slots.values() if s.owner_job is not None}
+        if owners:
+            ended = await asyncio.get_running_loop().run_in_executor(self._io_executor, ended_jobs, owners)
+            for slot in [s for s in self._slots.values() if s.owner_job in ended]:
+                await self._close_orphan(slot)
+        if not self._slots and now - self._empty_since >= self._retire_after_s:
+            self._retire()
+
+    async def _close_orphan(self, slot: _Slot) -> None:
+        """The driver that created this (not detached) run exited: close the run, as Ray ends
+        a dedicated orchestrator actor with its job."""
+        self._log.info("run %s: its driver exited; closing it", slot.name)
+        if slot.run is not None:
+            await slot.run.close(slot.token)
+            slot.run = None
+            self._give_store(slot.reload)
+        self._slots.pop(slot.name, None)
+        self._note_empty()
+
+    def _retire(self) -> None:
+        self._log.info("no run for %.0fs; ending", self._retire_after_s)
+        for store in self._stores.values():
+            store.close()
+        ray.kill(ray.get_runtime_context().current_actor, no_restart=True)

@@ -1,0 +1,181 @@
+"""Where a hosted run lives: a fixed set of named host actors, and the run's name hashed over it.
+
+Every process computes the same host for a run from its name alone (no directory to ask or
+rebuild), and a host that dies comes back under the same name (Ray restarts it; a host that
+retired or whose node was lost is created again by the next call). Single activation
+follows: one name, one host actor, and one ``_Slot`` per run inside it; an activation that
+is superseded anyway (a host presumed dead, a driver of another cluster) is fenced by the
+run's epoch in its store.
+
+``HostedActor`` is what a handle of a hosted run holds instead of an actor handle: it is
+used the same way (``hosted.apply_batch.remote(...)`` gives an ``ObjectRef``), each call
+going to the host with the run's name and where it is stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from typing import Any
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from actors.orchestrator._host import Reload, RunHostActor, reload_of
+from actors.orchestrator.spec import RunSpec
+from cluster.connect import SOLOIST_NAMESPACE, wait_ref
+from cluster.process import process_registry
+
+__all__ = ["HOST_PREFIX", "HostedActor", "HostSettings", "host_settings", "host_name_for", "open_hosted", "hosted_handle"]
+
+HOST_PREFIX = "soloist:host:"
+_RemoteHost = ray.remote(RunHostActor)
+_RETRY_SECONDS = 60.0  # how long a call waits for a retiring host's name to be free again
+
+
+class HostSettings:
+    """Hosts of this process's cluster, from the environment of the process that starts them:
+    ``SOLOIST_RUN_HOSTS`` hosts (default 2), a durable run unloaded after
+    ``SOLOIST_UNLOAD_AFTER_S`` idle seconds (default 60), a host without runs ended after
+    ``SOLOIST_HOST_RETIRE_S`` (default 30)."""
+
+    def __init__(self) -> None:
+        self.count = _env_number("SOLOIST_RUN_HOSTS", 2, int, low=1)
+        self.unload_after_s = _env_number("SOLOIST_UNLOAD_AFTER_S", 60.0, float, low=0.01)
+        self.retire_after_s = _env_number("SOLOIST_HOST_RETIRE_S", 30.0, float, low=0.01)
+
+
+def _env_number(name: str, default: float, kind: type, *, low: float) -> Any:
+    text = os.environ.get(name)
+    if text is None or not text.strip():
+        return default
+    try:
+        value = kind(text)
+    except ValueError:
+        what = "an integer" if kind is int else "a number"
+        raise ValueError(f"{name}={text!r} is not {what}; unset it or give a number >= {low:g}") from None
+    if not value >= low:
+        raise ValueError(f"{name}={text!r} must be >= {low:g}")
+    return value
+
+
+def host_settings() -> HostSettings:
+    return HostSettings()
+
+
+def host_name_for(run: str, count: int | None = None) -> str:
+    """The name of the host actor of ``run``: a stable hash of the name over the hosts."""
+    count = host_settings().count if count is None else count
+    digest = hashlib.blake2b(run.encode("utf-8"), digest_size=8).digest()
+    return f"{HOST_PREFIX}{int.from_bytes(digest, 'big') % count}"
+
+
+def _host(name: str) -> Any:
+    """The host actor called ``name`` (started when there is none), cached per Ray session."""
+    def start() -> Any:
+        settings = host_settings()
+        # On the node of the driver that starts it, pinned, as a dedicated orchestrator is: its
+        # runs' store files are there, and worker nodes come and go (a soft placement would let
+        # Ray put it on a worker node whose removal takes every run without a store with it).
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        return _RemoteHost.options(
+            name=name, namespace=SOLOIST_NAMESPACE, get_if_exists=True, lifetime="detached", num_cpus=0,
+            max_concurrency=100_000, max_restarts=-1, max_task_retries=-1, scheduling_strategy=here,
+        ).remote(name, settings.unload_after_s, settings.retire_after_s)
+
+    return process_registry().run_hosts.get_or_create(name, start)
+
+
+class HostedActor:
+    """A hosted run, used like an actor handle. Pickles by run name, host and ``Reload``."""
+
+    __slots__ = ("_run", "_reload", "_host_name")
+
+    def __init__(self, run: str, reload: Reload | None, host_name: str) -> None:
+        self._run = run
+        self._reload = reload
+        self._host_name = host_name
+
+    @property
+    def host_name(self) -> str:
+        return self._host_name
+
+    def host(self) -> Any:
+        """The host actor's handle (its liveness is the run's, for whoever watches the run)."""
+        return _host(self._host_name)
+
+    def forget_host(self) -> None:
+        """The cached host handle is dead (the host retired or its node was lost): the next call
+        starts or finds the host again under the same name."""
+        process_registry().run_hosts.discard(self._host_name)
+
+    def with_reload(self, reload: Reload) -> HostedActor:
+        """This run's handle that may activate it again from its store (an owner's: one that
+        can open the store). A handle without one only reaches the run while a host holds it."""
+        return HostedActor(self._run, reload, self._host_name)
+
+    def release(self) -> Any:
+        """The run was closed: the host forgets it (an ``ObjectRef``)."""
+        return self.host().drop_run.remote(self._run)
+
+    def unload(self) -> Any:
+        """Unload the run now if it is durable and idle (an ``ObjectRef`` of a bool)."""
+        return self.host().unload_run.remote(self._run)
+
+    def __getattr__(self, method: str) -> _HostedMethod:
+        if method.startswith("__"):
+            raise AttributeError(method)
+        return _HostedMethod(self, method)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (HostedActor, (self._run, self._reload, self._host_name))
+
+    def __repr__(self) -> str:
+        return f"HostedActor({self._run!r} on {self._host_name})"
+
+
+class _HostedMethod:
+    __slots__ = ("_hosted", "_method")
+
+    def __init__(self, hosted: HostedActor, method: str) -> None:
+        self._hosted = hosted
+        self._method = method
+
+    def remote(self, *args: Any, **kwargs: Any) -> Any:
+        hosted = self._hosted
+        return hosted.host().call.remote(hosted._run, hosted._reload, self._method, args, kwargs)
+
+
+def open_hosted(spec: RunSpec, owner_job: str | None) -> HostedActor:
+    """Start ``spec``'s run on its host; the run's ``HostedActor``."""
+    hosted = HostedActor(spec.name, reload_of(spec), host_name_for(spec.name))
+    _with_live_host(hosted, lambda host: wait_ref(host.open_run.remote(spec, owner_job)))
+    return hosted
+
+
+def hosted_handle(run: str, reload: Reload | None = None) -> HostedActor | None:
+    """The ``HostedActor`` of a run its host holds now (loaded or unloaded), else None; with
+    ``reload``, the run's ``HostedActor`` whether or not a host holds it (its first call
+    activates it from the store). Without ``reload`` the handle never brings a closed run back."""
+    hosted = HostedActor(run, reload, host_name_for(run))
+    if reload is not None:
+        return hosted
+    try:
+        ray.get_actor(hosted.host_name, namespace=SOLOIST_NAMESPACE)
+    except ValueError:
+        return None  # no host of that name: nothing holds the run
+    return hosted if _with_live_host(hosted, lambda host: wait_ref(host.has_run.remote(run))) else None
+
+
+def _with_live_host(hosted: HostedActor, call: Any) -> Any:
+    """``call(host)``, again with a fresh host when this one ended meanwhile (it retired)."""
+    deadline = time.monotonic() + _RETRY_SECONDS
+    while True:
+        try:
+            return call(hosted.host())
+        except ray.exceptions.ActorDiedError:
+            if time.monotonic() > deadline:
+                raise
+            hosted.forget_host()
+            time.sleep(0.05)

@@ -1,0 +1,282 @@
+"""(12) Many runs on one machine (issue 29): thousands of durable runs on a few host processes.
+
+``many_runs`` durable runs (10,000 in full) share one SQLite store. Each takes 3 writes and one
+handoff (a no-op skill, under its own cap of 4); then all but a tenth of them wait (nobody calls
+them, as a run waiting for an approval) while the rest stay active. Measured from outside:
+
+- **run starts/s**: runs constructed from 32 threads at once, divided by the wall time;
+- **resident memory**: ``VmRSS`` of every Ray worker process (``/proc``), summed, before the
+  runs, with every run loaded, and once the waiting runs were unloaded (their hosts report it):
+  divided by the runs (open) and by the waiting runs (an upper bound: it includes the active
+  tenth and whatever the hosts did not give back to the OS);
+- **actor processes**: live ``ray::`` worker processes (not idle ones), before and after;
+- **apply throughput**: every active run applying at once, summed, against one run alone
+  doing the same number of applies with the same concurrency, and against raw async actors
+  (as many as there are hosts) taking the same calls with the same payload: the ceiling of
+  that many processes;
+- **latency on a busy host**: a run on a host holding the other runs, against a
+  ``dedicated=True`` run in the same session: median ``apply`` and ``handoff`` latency, rounds
+  alternating between the two.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from actors import Call, Orchestrator, handoff, host_statistics, run_host_name
+from benchmarks._harness import BenchContext, Counter, NoopIn, NoopOut, RawCounter, bump, run_name
+from benchmarks.results import Figure, MeasureResult
+
+NAME = "many_runs"
+TITLE = "Many durable runs on one machine: starts/s, memory per run, processes, summed applies, latency on a busy host"
+STARTS_TARGET = 500.0  # run starts per second
+WAITING_MB_TARGET = 1.0  # resident MB per waiting run
+CEILING_TARGET = 0.8  # summed applies against the raw async-actor ceiling of as many processes
+LATENCY_TARGET = 1.2  # a hosted run's latency against a dedicated run's
+_START_THREADS = 32
+_MB = 1024 * 1024
+
+
+def steps(ctx: BenchContext) -> int:
+    return 6 + ctx.config.rounds
+
+
+# ------------------------------------------------------------ outside readings
+
+
+def _ray_workers() -> list[tuple[int, str]]:
+    """``(pid, title)`` of every Ray worker process on this machine (titles start ``ray::``)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                title = f.read().split(b"\0")[0].decode("utf-8", "replace")
+        except OSError:
+            continue
+        if title.startswith("ray::"):
+            found.append((int(entry), title))
+    return found
+
+
+def _rss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return 0  # it exited between the listing and the read
+    return 0
+
+
+def workers_rss() -> int:
+    """Resident bytes of every Ray worker process, summed."""
+    return sum(_rss_bytes(pid) for pid, _ in _ray_workers())
+
+
+def actor_processes() -> int:
+    """Ray worker processes that hold an actor (idle pooled workers are not counted)."""
+    return sum(1 for _, title in _ray_workers() if not title.startswith("ray::IDLE"))
+
+
+# --------------------------------------------------------------------- workloads
+
+
+async def _start_all(count: int, make: Any) -> tuple[list[Orchestrator[Counter]], float]:
+    loop = asyncio.get_running_loop()
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=_START_THREADS, thread_name_prefix="bench-start") as pool:
+        runs = await asyncio.gather(*(loop.run_in_executor(pool, make, i) for i in range(count)))
+    return list(runs), time.perf_counter() - started
+
+
+async def _bounded(coros: list[Any], limit: int) -> list[Any]:
+    gate = asyncio.Semaphore(limit)
+
+    async def one(coro: Any) -> Any:
+        async with gate:
+            return await coro
+
+    return await asyncio.gather(*(one(c) for c in coros))
+
+
+async def _first_work(orch: Orchestrator[Counter]) -> None:
+    for _ in range(3):
+        await orch.apply(bump)
+    await handoff(orch, Call("noop", NoopIn()), NoopOut)
+
+
+async def _summed_applies(runs: list[Orchestrator[Counter]], per_run: int) -> float:
+    """Applies per second of every run in ``runs`` applying ``per_run`` times at once."""
+    async def writer(orch: Orchestrator[Counter]) -> None:
+        for _ in range(per_run):
+            await orch.apply(bump)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(writer(o) for o in runs))
+    return len(runs) * per_run / (time.perf_counter() - started)
+
+
+async def _one_run_applies(orch: Orchestrator[Counter], total: int, concurrency: int) -> float:
+    """Applies per second of one run taking ``total`` applies from ``concurrency`` writers."""
+    async def writer(n: int) -> None:
+        for _ in range(n):
+            await orch.apply(bump)
+
+    share = [total // concurrency + (1 if i < total % concurrency else 0) for i in range(concurrency)]
+    started = time.perf_counter()
+    await asyncio.gather(*(writer(n) for n in share))
+    return total / (time.perf_counter() - started)
+
+
+async def _raw_applies(actors: list[Any], total: int, concurrency: int) -> float:
+    """The raw ceiling: ``total`` apply-shaped calls (token, request id, ``bump``) spread over
+    plain async actors, from ``concurrency`` writers."""
+    async def writer(i: int, n: int) -> None:
+        actor = actors[i % len(actors)]
+        for k in range(n):
+            await actor.apply_fn.remote("token", f"{i}-{k}", bump)
+
+    share = [total // concurrency + (1 if i < total % concurrency else 0) for i in range(concurrency)]
+    started = time.perf_counter()
+    await asyncio.gather(*(writer(i, n) for i, n in enumerate(share)))
+    return total / (time.perf_counter() - started)
+
+
+async def _latencies(orch: Orchestrator[Counter], calls: int) -> tuple[float, float]:
+    """Median seconds of one ``apply`` and of one ``handoff``, each called ``calls`` times in turn."""
+    applies, handoffs = [], []
+    for _ in range(calls):
+        started = time.perf_counter()
+        await orch.apply(bump)
+        applies.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        await handoff(orch, Call("noop", NoopIn()), NoopOut)
+        handoffs.append(time.perf_counter() - started)
+    return statistics.median(applies), statistics.median(handoffs)
+
+
+async def _until_unloaded(expected: int, timeout_s: float) -> float:
+    """Seconds until the hosts report at least ``expected`` unloaded runs."""
+    started = time.perf_counter()
+    while sum(s.unloaded for s in await asyncio.to_thread(host_statistics)) < expected:
+        if time.perf_counter() - started > timeout_s:
+            raise TimeoutError(f"{NAME}: {expected} waiting runs were not unloaded within {timeout_s:g} s")
+        await asyncio.sleep(0.5)
+    return time.perf_counter() - started
+
+
+# ------------------------------------------------------------------------ measure
+
+
+async def run(ctx: BenchContext) -> MeasureResult:
+    cfg = ctx.config
+    count, active_count = cfg.many_runs, max(1, cfg.many_runs // 10)
+    waiting_count = count - active_count
+    skills = ctx.skills
+    directory = tempfile.mkdtemp(prefix="soloist-bench-many-")
+    store = os.path.join(directory, "runs.sqlite")
+    prefix = run_name("many")
+    processes_before, rss_before = actor_processes(), workers_rss()
+    dedicated = await asyncio.to_thread(lambda: Orchestrator(Counter(), caller=skills, name=f"{prefix}-dedicated",
+                                                             store=store, dedicated=True))
+    runs: list[Orchestrator[Counter]] = []
+    try:
+        ctx.step(f"starting {count:,} durable runs from {_START_THREADS} threads")
+
+        def make(i: int) -> Orchestrator[Counter]:
+            unload = cfg.many_unload_after_s if i >= active_count else 3_600.0
+            return Orchestrator(Counter(), caller=skills, name=f"{prefix}-{i}", store=store, unload_after_s=unload)
+
+        runs, start_wall = await _start_all(count, make)
+        ctx.step(f"3 writes and a handoff in each of {count:,} runs")
+        await _bounded([_first_work(o) for o in runs], 512)
+        rss_open, processes_open = workers_rss(), actor_processes()
+        active, waiting = runs[:active_count], runs[active_count:]
+
+        ctx.step(f"{waiting_count:,} runs wait; the hosts unload them")
+        keep_busy = asyncio.Event()
+
+        async def keep_active() -> None:  # the active tenth stays in memory
+            while not keep_busy.is_set():
+                await _bounded([o.version() for o in active], 256)
+                await asyncio.sleep(min(1.0, cfg.many_unload_after_s / 2))
+
+        busy = asyncio.ensure_future(keep_active())
+        unload_wait = await _until_unloaded(waiting_count, 600 + count / 10)
+        rss_waiting, processes_waiting = workers_rss(), actor_processes()
+        keep_busy.set()
+        await busy
+
+        ctx.step("summed applies of the active runs vs one run alone vs raw actors")
+        hosts = len({run_host_name(o.name) for o in runs})
+        raw = [RawCounter.remote() for _ in range(hosts)]  # type: ignore[attr-defined]
+        await asyncio.gather(*(r.apply_fn.remote("t", "warm", bump) for r in raw))
+        per_run = cfg.many_applies_per_run
+        total = len(active) * per_run
+        summed, alone, ceiling = [], [], []
+        for r in range(cfg.rounds):
+            ctx.step(f"round {r + 1} of {cfg.rounds}: summed, alone, raw")
+            order = [0, 1, 2] if r % 2 == 0 else [2, 1, 0]
+            for arm in order:
+                if arm == 0:
+                    summed.append(await _summed_applies(active, per_run))
+                elif arm == 1:
+                    alone.append(await _one_run_applies(active[0], total, len(active)))
+                else:
+                    ceiling.append(await _raw_applies(raw, total, len(active)))
+
+        ctx.step("latency: a run on a busy host vs a dedicated run")
+        hosted_apply, hosted_handoff, own_apply, own_handoff = [], [], [], []
+        for r in range(cfg.rounds):
+            pairs = [(active[0], hosted_apply, hosted_handoff), (dedicated, own_apply, own_handoff)]
+            for orch, applies, handoffs in (pairs if r % 2 == 0 else pairs[::-1]):
+                a, h = await _latencies(orch, cfg.many_latency_calls)
+                applies.append(a)
+                handoffs.append(h)
+        host_stats = await asyncio.to_thread(host_statistics)
+    finally:
+        ctx.step(f"closing {len(runs):,} runs")
+        await _bounded([o.close() for o in runs], 512)
+        await dedicated.close()
+
+    params: dict[str, float | int | str] = {"runs": count, "active": active_count, "waiting": waiting_count,
+                                            "hosts": len(host_stats), "store": "sqlite, sync"}
+    figures = [
+        Figure(measure=NAME, name="run starts", values=[count / start_wall], baselines=[STARTS_TARGET],
+               baseline_name="the goal: 500 starts/s", unit="starts/s", better="higher", target=1.0, params=params),
+        Figure(measure=NAME, name="resident memory per open run", values=[(rss_open - rss_before) / count / _MB],
+               baselines=[WAITING_MB_TARGET], baseline_name="1 MB", unit="MB/run", better="lower", params=params),
+        Figure(measure=NAME, name="resident memory per waiting run", values=[(rss_waiting - rss_before) / waiting_count / _MB],
+               baselines=[WAITING_MB_TARGET], baseline_name="the goal: 1 MB per waiting run", unit="MB/run",
+               better="lower", target=1.0, params=params),
+        Figure(measure=NAME, name="actor processes while every run is open", values=[float(processes_open)],
+               baselines=[float(count)], baseline_name="one process per run", unit="processes", better="lower",
+               params={**params, "before": processes_before, "while_waiting": processes_waiting}),
+        Figure(measure=NAME, name="summed applies of the active runs", values=summed, baselines=ceiling,
+               baseline_name=f"{hosts} raw async actors, same calls and concurrency", unit="applies/s", better="higher",
+               target=CEILING_TARGET, params={**params, "applies_per_run": per_run}),
+        Figure(measure=NAME, name="summed applies vs one run alone", values=summed, baselines=alone,
+               baseline_name="one run, same applies and concurrency", unit="applies/s", better="higher", params=params),
+        Figure(measure=NAME, name="apply latency on a busy host", values=hosted_apply, baselines=own_apply,
+               baseline_name="a dedicated=True run", unit="s", better="lower", target=LATENCY_TARGET, params=params),
+        Figure(measure=NAME, name="handoff latency on a busy host", values=hosted_handoff, baselines=own_handoff,
+               baseline_name="a dedicated=True run", unit="s", better="lower", target=LATENCY_TARGET, params=params),
+    ]
+    notes = [
+        f"{count:,} runs started in {start_wall:.1f} s; {waiting_count:,} waiting runs unloaded {unload_wait:.1f} s after "
+        f"the unload delay began ({cfg.many_unload_after_s:g} s idle)",
+        f"Ray worker RSS: {rss_before / _MB:,.0f} MB before, {rss_open / _MB:,.0f} MB with every run open, "
+        f"{rss_waiting / _MB:,.0f} MB while {waiting_count:,} wait",
+        f"actor processes: {processes_before} before, {processes_open} with every run open, {processes_waiting} while waiting",
+        "hosts: " + "; ".join(f"{s.name}: {s.loaded} loaded, {s.unloaded} unloaded, {s.activations} activations" for s in host_stats),
+    ]
+    return MeasureResult(name=NAME, title=TITLE, figures=figures, notes=notes)

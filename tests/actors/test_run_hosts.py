@@ -1,0 +1,281 @@
+"""Runs on shared hosts: one writer per run, few processes, idle runs out of memory, fencing.
+
+Every guarantee is counted from outside the runtime: Ray's actor table for processes, the
+store file for what was committed, the drivers' own acknowledgements for what was promised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import ray
+from pydantic import BaseModel
+
+from actors import (
+    Orchestrator,
+    OrchestratorClosed,
+    Run,
+    answer_interrupt,
+    host_statistics,
+    hosted_runs,
+    open_interrupts,
+    run_host_name,
+)
+from cluster import SOLOIST_NAMESPACE
+from cluster.storage import SqliteStore, WriterFenced
+from coordinators import AgentState
+from tests._waits import HANG_GUARD_S, eventually, file_appears
+from tests.actors.run_fixtures import counts, skill_registry, three
+
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class Tally(BaseModel):
+    n: int = 0
+
+
+def bump(state: Tally) -> None:
+    state.n += 1
+
+
+def _live_actor_names(prefix: str) -> list[str]:
+    """Named actors alive now, from Ray's table (not from soloist's own counters)."""
+    return [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+            if a.get("namespace") == SOLOIST_NAMESPACE and a["name"].startswith(prefix)]
+
+
+def _names_on_one_host(count: int, prefix: str) -> list[str]:
+    """``count`` run names that hash to the same host."""
+    host = run_host_name(f"{prefix}-0")
+    names = (f"{prefix}-{i}" for i in range(10_000))
+    return [n for n in names if run_host_name(n) == host][:count]
+
+
+def _journal_versions(path: Path, run: str) -> list[int]:
+    with sqlite3.connect(path) as conn:
+        return [v for (v,) in conn.execute("SELECT version FROM requests WHERE run = ? ORDER BY version", (run,))]
+
+
+async def test_many_runs_share_a_few_host_processes_and_none_of_their_own() -> None:
+    runs = [Orchestrator(Tally(), name=f"shared-{i}") for i in range(60)]
+    try:
+        await asyncio.gather(*(r.apply(bump) for r in runs))
+        pids = {(await r.statistics()).pid for r in runs}
+        hosts = _live_actor_names("soloist:host:")
+        assert len(pids) <= len(hosts) <= 2, (pids, hosts)
+        assert not _live_actor_names("soloist:orch:shared-")  # no actor per run
+        assert all(r.hosted for r in runs)
+        assert sorted(n for n in Orchestrator.list_live() if n.startswith("shared-")) == sorted(r.name for r in runs)
+    finally:
+        await asyncio.gather(*(r.close() for r in runs))
+    assert not [n for n in Orchestrator.list_live() if n.startswith("shared-")]
+
+
+async def test_a_dedicated_run_gets_an_actor_process_of_its_own() -> None:
+    hosted, dedicated = Orchestrator(Tally(), name="mode-hosted"), Orchestrator(Tally(), name="mode-own", dedicated=True)
+    try:
+        assert hosted.hosted and not dedicated.hosted
+        assert _live_actor_names("soloist:orch:mode-own") == ["soloist:orch:mode-own"]
+        assert (await hosted.statistics()).host == run_host_name("mode-hosted")
+        assert (await dedicated.statistics()).host is None
+        assert (await hosted.statistics()).pid != (await dedicated.statistics()).pid
+    finally:
+        await hosted.close()
+        await dedicated.close()
+
+
+async def test_a_slow_fn_of_one_run_blocks_neither_reads_nor_writes_of_another_on_its_host(tmp_path: Path) -> None:
+    slow_name, quick_name = _names_on_one_host(2, "slowfn")
+    release = tmp_path / "release"
+    entered = tmp_path / "entered"
+
+    def wait_for_release(state: Tally) -> None:  # runs in the host process
+        entered.touch()
+        while not release.exists():
+            os.sched_yield()
+        state.n += 1
+
+    slow, quick = Orchestrator(Tally(), name=slow_name), Orchestrator(Tally(), name=quick_name)
+    try:
+        assert (await slow.statistics()).pid == (await quick.statistics()).pid
+        pending = asyncio.ensure_future(slow.apply(wait_for_release))
+        await file_appears(entered)
+        for _ in range(20):
+            await quick.apply(bump)
+        assert (await quick.snapshot()).n == 20
+        assert await slow.version() == 0  # the slow run's readers see its last commit meanwhile
+        assert not pending.done()
+        release.touch()
+        assert await asyncio.wait_for(pending, HANG_GUARD_S) == 1
+    finally:
+        release.touch()
+        await slow.close()
+        await quick.close()
+
+
+async def test_unload_and_reactivate_keep_version_history_and_open_interrupts(tmp_path: Path) -> None:
+    store, log = tmp_path / "runs.sqlite", tmp_path / "effects.log"
+    orch = Orchestrator(AgentState(), caller=skill_registry(), name="unload-me", store=str(store))
+    try:
+        outcome = await Run(orch, three(str(log), approve="each"), first="planner", fallback="reviewer").run("go")
+        assert outcome.status == "waiting" and len(outcome.interrupts) == 2
+        before = (await orch.version(), await orch.history(0), await open_interrupts(orch), await orch.statistics())
+
+        assert await orch.unload()
+        records = {r.name: r for _, r in await asyncio.to_thread(hosted_runs)}
+        assert records["unload-me"].loaded is False and records["unload-me"].version == before[0]
+
+        after = (await orch.version(), await orch.history(0), await open_interrupts(orch), await orch.statistics())
+        assert after[0] == before[0]
+        assert [c.model_dump(exclude={"seq"}) for c in after[1]] == [c.model_dump(exclude={"seq"}) for c in before[1]]
+        assert after[2] == before[2]
+        assert after[3].epoch == before[3].epoch + 1  # a new activation, fenced apart from the old one
+
+        for interrupt in after[2]:  # the reactivated run goes on where it waited
+            await answer_interrupt(orch, interrupt.id, approve=True)
+        outcome = await Run(orch, three(str(log)), first="planner", fallback="reviewer").resume()
+        assert outcome.status == "complete", outcome.reason
+        assert counts(log)["coordinator:planner"] == 1  # nothing before the interrupt ran again
+    finally:
+        await orch.close()
+
+
+async def test_an_idle_durable_run_leaves_memory_on_its_own_and_comes_back_on_the_next_call(tmp_path: Path) -> None:
+    orch = Orchestrator(Tally(), name="idle-leaves", store=str(tmp_path / "runs.sqlite"), unload_after_s=0.2)
+    try:
+        await orch.apply(bump)
+        await eventually(lambda: asyncio.to_thread(hosted_runs),
+                         lambda found: any(r.name == "idle-leaves" and not r.loaded for _, r in found),
+                         "the idle run to be unloaded")
+        assert (await orch.snapshot()).n == 1
+        assert await orch.apply(bump) == 2
+    finally:
+        await orch.close()
+
+
+async def test_a_run_without_a_store_stays_in_memory() -> None:
+    orch = Orchestrator(Tally(), name="no-store-stays", unload_after_s=0.05)
+    try:
+        await orch.apply(bump)
+        assert not await orch.unload()
+        assert (await orch.snapshot()).n == 1
+    finally:
+        await orch.close()
+
+
+async def test_a_superseded_activation_is_refused_and_the_next_call_takes_the_run_back(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite"
+    orch = Orchestrator(Tally(), name="fenced", store=str(store))
+    try:
+        for _ in range(3):
+            await orch.apply(bump)
+        epoch = (await orch.statistics()).epoch
+        other = SqliteStore(store)  # another writer takes the run up (as a host of another cluster would)
+        try:
+            assert other.activate("fenced", holder={"host": "elsewhere", "pid": 1}) == epoch + 1
+        finally:
+            other.close()
+        with pytest.raises(WriterFenced, match="superseded by epoch"):
+            await orch.apply(bump)
+        assert _journal_versions(store, "fenced") == [1, 2, 3]  # nothing of the refused write
+        # The host let the stale activation go: the next call activates the run again.
+        assert await orch.apply(bump) == 4
+        assert (await orch.statistics()).epoch == epoch + 2
+        assert (await orch.snapshot()).n == 4
+    finally:
+        await orch.close()
+
+
+async def test_two_drivers_racing_to_activate_a_run_share_one_activation(tmp_path: Path) -> None:
+    store, go = tmp_path / "runs.sqlite", tmp_path / "go"
+    first = Orchestrator(Tally(), name="raced", store=str(store))
+    await first.apply(bump)
+    await first.close()  # stored, held by no host
+    epoch_before = SqliteStore(store).activation("raced")[0]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
+    address = ray.get_runtime_context().gcs_address
+    drivers = [
+        subprocess.Popen([sys.executable, str(REPO / "tests" / "actors" / "_host_race_driver.py"), address, str(store),
+                          "raced", tag, "25", str(go)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+        for tag in ("a", "b")
+    ]
+    go.touch()
+    outputs = [await asyncio.to_thread(d.communicate, timeout=HANG_GUARD_S * 3) for d in drivers]
+    assert [d.returncode for d in drivers] == [0, 0], outputs
+    acks = [line.split() for out, _ in outputs for line in out.splitlines() if line.startswith("ACK")]
+    done = [line.split()[1:] for out, _ in outputs for line in out.splitlines() if line.startswith("DONE")]
+    assert len(acks) == 50 and len({version for _, _, version in acks}) == 50  # every write once, no version twice
+    assert done[0] == done[1], f"the drivers reached different activations: {done}"
+    assert int(done[0][1]) == epoch_before + 1  # one activation between them
+    assert _journal_versions(store, "raced") == list(range(1, 52))
+    orch = Orchestrator.attach("raced", store=str(store))
+    try:
+        assert (await orch.snapshot()).n == 51
+    finally:
+        await orch.close()
+
+
+async def test_sigkill_of_the_hosts_mid_write_loses_no_acknowledged_write_across_100_runs(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite"
+    runs = [Orchestrator(Tally(), name=f"killed-{i}", store=str(store), durability="batch") for i in range(100)]
+    writes = 12
+    acked: dict[str, list[int]] = {r.name: [] for r in runs}
+    kill_at = asyncio.Event()
+
+    async def write(orch: Orchestrator[Tally]) -> None:
+        for i in range(writes):
+            acked[orch.name].append(await orch.apply(bump, request_id=f"{orch.name}-{i}"))
+            if sum(map(len, acked.values())) >= 100 * writes // 3:
+                kill_at.set()
+
+    try:
+        pids = {(await r.statistics()).pid for r in runs}
+        writers = asyncio.gather(*(write(r) for r in runs))
+        await kill_at.wait()
+        for pid in pids:  # every host holding these runs, mid-write
+            os.kill(pid, signal.SIGKILL)
+        await asyncio.wait_for(writers, HANG_GUARD_S * 2)
+        for orch in runs:
+            assert acked[orch.name] == list(range(1, writes + 1)), orch.name  # every write acknowledged once, in order
+            assert (await orch.snapshot()).n == writes  # none applied twice
+            assert _journal_versions(store, orch.name) == list(range(1, writes + 1))
+        assert not pids & {(await r.statistics()).pid for r in runs}  # every run reactivated on a new host process
+        assert all(s.restarted for s in await asyncio.to_thread(host_statistics) if s.pid not in pids)
+    finally:
+        await asyncio.gather(*(r.close() for r in runs), return_exceptions=True)
+
+
+async def test_a_closed_run_is_gone_from_its_host_and_refuses_calls(tmp_path: Path) -> None:
+    orch = Orchestrator(Tally(), name="closed-on-host", store=str(tmp_path / "runs.sqlite"))
+    reader = Orchestrator.attach("closed-on-host")
+    await orch.close()
+    assert "closed-on-host" not in {r.name for _, r in await asyncio.to_thread(hosted_runs)}
+    with pytest.raises(OrchestratorClosed):
+        await reader.version()
+
+
+def test_a_second_run_with_a_name_active_on_its_host_is_refused() -> None:
+    orch = Orchestrator(Tally(), name="taken-name")
+    try:
+        with pytest.raises(ValueError, match="already running on host"):
+            Orchestrator(Tally(), name="taken-name")
+    finally:
+        asyncio.run(orch.close())
+
+
+def test_bad_host_settings_are_refused_with_the_variable_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SOLOIST_RUN_HOSTS", "zero")
+    with pytest.raises(ValueError, match="SOLOIST_RUN_HOSTS='zero' is not an integer"):
+        run_host_name("any")
+    monkeypatch.setenv("SOLOIST_RUN_HOSTS", "0")
+    with pytest.raises(ValueError, match="SOLOIST_RUN_HOSTS='0' must be >= 1"):
+        run_host_name("any")

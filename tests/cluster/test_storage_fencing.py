@@ -1,0 +1,109 @@
+"""Fencing epochs of the SQLite store: a superseded activation of a run never commits again."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cluster.storage import SCHEMA_VERSION, JournalEntry, RunInfo, RunLockedElsewhere, SqliteStore, WriterFenced
+
+
+def _info(name: str) -> RunInfo:
+    return RunInfo(name=name, state_type="m.S", created_at=time.time(), owner_token="t", metadata={})
+
+
+def _entry(version: int) -> JournalEntry:
+    return JournalEntry(version=version, request_id=f"req-{version}", kind="fn", payload={"v": version}, created_at=time.time())
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "runs.sqlite"
+
+
+@pytest.fixture
+def stores(path: Path) -> Iterator[tuple[SqliteStore, SqliteStore]]:
+    old, new = SqliteStore(path), SqliteStore(path)
+    yield old, new
+    old.close()
+    new.close()
+
+
+def _journal(path: Path, run: str) -> list[int]:
+    with sqlite3.connect(path) as conn:
+        return [v for (v,) in conn.execute("SELECT version FROM journal WHERE run = ? ORDER BY version", (run,))]
+
+
+def test_each_activation_raises_the_epoch_and_records_its_holder(stores: tuple[SqliteStore, SqliteStore]) -> None:
+    old, new = stores
+    assert old.activate("r", holder={"host": "a"}) == 1
+    assert new.activate("r", holder={"host": "b"}) == 2
+    assert old.activation("r") == (2, {"host": "b"})
+    assert old.activation("never") is None
+
+
+def test_a_superseded_activation_cannot_append_and_nothing_is_stored(path: Path, stores: tuple[SqliteStore, SqliteStore]) -> None:
+    old, new = stores
+    old.activate("r", holder={"host": "a"})
+    old.create_run(_info("r"), {"n": 0})
+    old.append("r", [_entry(1)]).result()
+    new.activate("r", holder={"host": "b", "pid": 7})
+
+    with pytest.raises(WriterFenced, match=r"epoch 1\) was superseded by epoch 2, held by pid 7") as caught:
+        old.append("r", [_entry(2)]).result()
+    assert isinstance(caught.value, RunLockedElsewhere)  # callers that handle "another writer" handle this too
+    assert (caught.value.epoch, caught.value.current, caught.value.holder["host"]) == (1, 2, "b")
+    assert _journal(path, "r") == [1]
+
+    new.append("r", [_entry(2)]).result()  # the newest activation goes on from the stored journal
+    assert _journal(path, "r") == [1, 2]
+
+
+def test_every_kind_of_write_of_a_superseded_activation_is_refused(stores: tuple[SqliteStore, SqliteStore]) -> None:
+    old, new = stores
+    old.activate("r", holder={})
+    old.create_run(_info("r"), {"n": 0})
+    old.append("r", [_entry(1)]).result()
+    new.activate("r", holder={})
+    for write in (lambda: old.put_checkpoint("r", 1, {"n": 1}), lambda: old.compact("r"),
+                  lambda: old.update_run_metadata("r", {"status": "done"}), lambda: old.put_agent("r", "a", {}),
+                  lambda: old.delete_run("r")):
+        with pytest.raises(WriterFenced):
+            write()
+    assert new.get_run("r") is not None and new.get_run("r").metadata == {}
+
+
+def test_a_deactivated_run_is_written_again_only_through_a_new_activation(stores: tuple[SqliteStore, SqliteStore]) -> None:
+    old, new = stores
+    old.activate("r", holder={})
+    old.create_run(_info("r"), {"n": 0})
+    old.deactivate("r")
+    assert new.activate("r", holder={}) == 2
+    new.append("r", [_entry(1)]).result()
+    assert old.activate("r", holder={}) == 3  # taking it back supersedes the other
+    with pytest.raises(WriterFenced):
+        new.append("r", [_entry(2)]).result()
+
+
+def test_a_store_of_schema_1_is_migrated_in_place_and_keeps_its_runs(path: Path) -> None:
+    first = SqliteStore(path)
+    first.create_run(_info("r"), {"n": 0})
+    first.append("r", [_entry(1)]).result()
+    first.close()
+    with sqlite3.connect(path) as conn:  # as soloist before fencing wrote it
+        conn.execute("DROP TABLE activations")
+        conn.execute("PRAGMA user_version = 1")
+
+    reopened = SqliteStore(path)
+    try:
+        assert reopened.activate("r", holder={}) == 1
+        reopened.append("r", [_entry(2)]).result()
+        assert _journal(path, "r") == [1, 2]
+    finally:
+        reopened.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
