@@ -85,6 +85,14 @@ class BenchConfig(BaseModel):
     pool_downscale_delay_s: float | None = Field(None, ge=0)
     """The autoscaled pool's ``downscale_delay_s``; None: ``PoolPolicy``'s default (10 s). A
     window shorter than the default needs a shorter delay to see the pool shrink."""
+    # (12) many runs (issue 29): durable runs on shared hosts, a tenth active, the rest waiting.
+    many_runs: int = Field(10_000, ge=10)
+    many_unload_after_s: float = Field(5.0, gt=0)
+    """Idle seconds before a waiting run is unloaded from its host."""
+    many_applies_per_run: int = Field(5, ge=1)
+    """Applies per active run in each round of the summed-throughput figure."""
+    many_latency_calls: int = Field(20, ge=1)
+    """Sequential applies and handoffs per round of the latency figures."""
 
 
 def preset(mode: Mode) -> BenchConfig:
@@ -108,6 +116,7 @@ def preset(mode: Mode) -> BenchConfig:
             # window and a 0.5 s downscale delay so the pool shrinks inside it (a replica grown
             # for the burst that never got a call still waits 2 s).
             pool_runs=2, pool_max_replicas=8, pool_window_s=4.0, pool_rounds=2, pool_downscale_delay_s=0.5,
+            many_runs=300, many_unload_after_s=1.0, many_latency_calls=5,
         )
     if mode == "smallest":
         return BenchConfig(
@@ -121,5 +130,6 @@ def preset(mode: Mode) -> BenchConfig:
             checkpoint_every=50, observability_calls=20,
             pool_runs=2, pool_calls_per_run=8, pool_sleep_s=0.02, pool_max_replicas=2, pool_window_s=1.5,
             pool_rounds=1, pool_downscale_delay_s=0.5,
+            many_runs=40, many_unload_after_s=0.5, many_applies_per_run=2, many_latency_calls=2,
         )
     raise ValueError(f"unknown benchmark mode {mode!r}; use 'full', 'quick' or 'smallest'")

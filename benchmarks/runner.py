@@ -26,6 +26,7 @@ from benchmarks import (
     apply_throughput,
     exploration_accuracy,
     handoff_overhead,
+    many_runs,
     memory,
     multi_driver,
     observability_cost,
@@ -61,6 +62,7 @@ MEASURES: tuple[ModuleType, ...] = (
     scaling_runs,
     exploration_accuracy,
     pool_scaling,
+    many_runs,
     scaling_nodes,
 )
 

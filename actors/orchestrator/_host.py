@@ -175,7 +175,9 @@ class RunHostActor:
             slot = self._slots.setdefault(run, _Slot(run, True, reload, None))
         slot.calls += 1
         try:
-            orchestrator = slot.run or await self._reactivate(slot)
+            orchestrator = slot.run
+            if orchestrator is None or slot.lock.locked():  # (re)activating or unloading: wait for it
+                orchestrator = await self._reactivate(slot)
             try:
                 return await getattr(orchestrator, method)(*args, **kwargs)
             except WriterFenced:

@@ -42,6 +42,9 @@ _EXPECTED_FIGURES = {
     # vs the fixed pool (wall, replica-seconds), and vs Ray Serve (wall, replica-seconds) where
     # ``ray[serve]`` imports (the ``bench`` extra; the Serve arm is skipped in a note otherwise)
     "pool_scaling": 2 if pool_scaling.serve_missing() else 4,
+    # starts, memory per open and per waiting run, processes, summed applies vs raw and vs one
+    # run, apply and handoff latency on a busy host vs a dedicated run
+    "many_runs": 8,
     "scaling_nodes": 2,  # one node, then a second one added (the path that starts a node)
 }
 
@@ -115,6 +118,8 @@ def test_presets_keep_the_sizes_the_issue_names() -> None:
     # issue 28: 10 runs x 40 calls of 100 ms at cap 4, from 1 replica up to 40, a one-minute window
     assert (full.pool_runs, full.pool_calls_per_run, full.pool_sleep_s, full.pool_max_replicas) == (10, 40, 0.1, 40)
     assert full.pool_window_s == 60.0 and full.pool_downscale_delay_s is None
+    # issue 29: 10,000 durable runs, a tenth active, the rest waiting
+    assert full.many_runs == 10_000
     for cfg in (full, quick):  # the quick run keeps the issue's fan-out, CPU-bound skill and two drivers
         assert (cfg.fanout_calls, cfg.fanout_sleep_s) == (40, 0.1)
         assert (cfg.cpu_seconds, cfg.drivers) == (0.1, 2)
