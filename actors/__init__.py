@@ -80,6 +80,7 @@ from actors.exceptions import (
     NoToolCaller,
     OrchestratorClosed,
     OrchestratorNotFound,
+    RunHostFull,
     PathOutsideRoot,
     PoolConfigError,
     SkillRegistrationError,
@@ -146,7 +147,7 @@ __all__ = [
     # telemetry switches
     "tracing_available", "tracing_enabled", "set_tracing_enabled", "current_carrier",
     # errors (everything in actors.exceptions)
-    "WriteRefused", "OrchestratorClosed", "OrchestratorNotFound", "ChangesUnavailable", "NotJsonClean",
+    "WriteRefused", "OrchestratorClosed", "OrchestratorNotFound", "RunHostFull", "ChangesUnavailable", "NotJsonClean",
     "HandoffError", "EmptySkill", "HandoffInputError", "NoToolCaller", "CallerFailed", "SubagentLost",
     "ToolReportedError", "DecodingError", "IllegalLifecycleTransition", "AgentNotFound",
     "SkillRegistrationError", "UnknownTool", "AmbiguousTool", "NestedRunUnavailable",

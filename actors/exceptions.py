@@ -14,6 +14,7 @@ __all__ = [
     "WriteRefused",
     "OrchestratorClosed",
     "OrchestratorNotFound",
+    "RunHostFull",
     "ChangesUnavailable",
     "HandoffError",
     "EmptySkill",
@@ -80,6 +81,11 @@ class WriteRefused(PermissionError):
 
 class OrchestratorClosed(RuntimeError):
     """Raised when a method is called on an orchestrator after ``close()``."""
+
+
+class RunHostFull(RuntimeError):
+    """A new run was refused: the host its name maps to holds as many runs as it may
+    (``SOLOIST_HOST_MAX_RUNS``). Nothing was started or stored."""
 
 
 class OrchestratorNotFound(LookupError):

@@ -64,7 +64,7 @@ EXPORTS: dict[str, dict[str, list[str]]] = {
         "for reading history and stored states": ["RunRecord", "TurnNote", "RUN_RECORD_KEY", "read_record"],
         "tracing switches": ["tracing_available", "tracing_enabled", "set_tracing_enabled", "current_carrier"],
         "every error of actors.exceptions, so callers can catch it by type": [
-            "WriteRefused", "OrchestratorClosed", "OrchestratorNotFound", "ChangesUnavailable", "NotJsonClean",
+            "WriteRefused", "OrchestratorClosed", "OrchestratorNotFound", "RunHostFull", "ChangesUnavailable", "NotJsonClean",
             "HandoffError", "EmptySkill", "HandoffInputError", "NoToolCaller", "CallerFailed", "SubagentLost",
             "ToolReportedError", "DecodingError", "IllegalLifecycleTransition", "AgentNotFound",
             "SkillRegistrationError", "UnknownTool", "AmbiguousTool", "NestedRunUnavailable", "McpError",

@@ -403,7 +403,9 @@ class OrchestratorActor:
         if self._hosting is None:
             self._fn_executor.shutdown(wait=False)
             self._io_executor.shutdown(wait=False)
-            await telemetry.actor_closing()  # push this actor's metrics before the process is killed
+        # Push this process's metrics now: a dedicated actor's process is killed next, and a
+        # host's next periodic push may come after whoever closed the run reads them.
+        await telemetry.actor_closing()
 
     async def unload(self) -> int:
         """Leave memory (a host unloading an idle durable run): checkpoint the last version,

@@ -33,7 +33,7 @@ from typing import Any
 import ray
 from pydantic import BaseModel, ConfigDict
 
-from actors.exceptions import OrchestratorClosed
+from actors.exceptions import OrchestratorClosed, RunHostFull
 from actors.orchestrator._actor import Hosting, OrchestratorActor
 from actors.orchestrator._recovery import stored_run_spec
 from actors.orchestrator.spec import RunSpec
@@ -144,12 +144,19 @@ class RunHostActor:
 
     # ------------------------------------------------------------------ runs
 
-    async def open_run(self, spec: RunSpec, owner_job: str | None) -> int:
-        """Start a new run here; its version. A run of that name already on this host is refused."""
+    async def open_run(self, spec: RunSpec, owner_job: str | None, max_runs: int | None = None) -> int:
+        """Start a new run here; its version. A run of that name already on this host is
+        refused, and so is a run past ``max_runs`` runs on this host (loaded or not)."""
         self._keep()
         if spec.name in self._slots:
             raise ValueError(
                 f"a run named {spec.name!r} is already running on host {self._name}; use Orchestrator.attach({spec.name!r}) to get a handle"
+            )
+        if max_runs is not None and len(self._slots) >= max_runs:
+            raise RunHostFull(
+                f"run {spec.name!r} was not started: host {self._name} holds {len(self._slots):,} runs, its limit "
+                f"(SOLOIST_HOST_MAX_RUNS={max_runs}); close finished runs, raise the limit, or spread runs over more "
+                "hosts (SOLOIST_RUN_HOSTS)"
             )
         reload = reload_of(spec)
         slot = _Slot(spec.name, spec.named, reload, owner_job)

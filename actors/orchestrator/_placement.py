@@ -38,10 +38,12 @@ class HostSettings:
     """Hosts of this process's cluster, from the environment of the process that starts them:
     ``SOLOIST_RUN_HOSTS`` hosts (default 2), a durable run unloaded after
     ``SOLOIST_UNLOAD_AFTER_S`` idle seconds (default 60), a host without runs ended after
-    ``SOLOIST_HOST_RETIRE_S`` (default 30)."""
+    ``SOLOIST_HOST_RETIRE_S`` (default 30), at most ``SOLOIST_HOST_MAX_RUNS`` runs per host
+    (default 100,000; read by the driver that starts a run)."""
 
     def __init__(self) -> None:
         self.count = _env_number("SOLOIST_RUN_HOSTS", 2, int, low=1)
+        self.max_runs = _env_number("SOLOIST_HOST_MAX_RUNS", 100_000, int, low=1)
         self.unload_after_s = _env_number("SOLOIST_UNLOAD_AFTER_S", 60.0, float, low=0.01)
         self.retire_after_s = _env_number("SOLOIST_HOST_RETIRE_S", 30.0, float, low=0.01)
 
@@ -149,8 +151,9 @@ class _HostedMethod:
 
 def open_hosted(spec: RunSpec, owner_job: str | None) -> HostedActor:
     """Start ``spec``'s run on its host; the run's ``HostedActor``."""
-    hosted = HostedActor(spec.name, reload_of(spec), host_name_for(spec.name))
-    _with_live_host(hosted, lambda host: wait_ref(host.open_run.remote(spec, owner_job)))
+    settings = host_settings()
+    hosted = HostedActor(spec.name, reload_of(spec), host_name_for(spec.name, settings.count))
+    _with_live_host(hosted, lambda host: wait_ref(host.open_run.remote(spec, owner_job, settings.max_runs)))
     return hosted
 
 

@@ -22,6 +22,7 @@ from actors import (
     Orchestrator,
     OrchestratorClosed,
     Run,
+    RunHostFull,
     answer_interrupt,
     host_statistics,
     hosted_runs,
@@ -270,6 +271,21 @@ def test_a_second_run_with_a_name_active_on_its_host_is_refused() -> None:
             Orchestrator(Tally(), name="taken-name")
     finally:
         asyncio.run(orch.close())
+
+
+def test_a_run_past_its_hosts_limit_is_refused_and_the_others_go_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    names = _names_on_one_host(4, "limited")
+    held = [Orchestrator(Tally(), name=n) for n in names[:3]]
+    try:
+        others = len([r for h, r in hosted_runs() if h == run_host_name(names[0])])
+        monkeypatch.setenv("SOLOIST_HOST_MAX_RUNS", str(others))
+        with pytest.raises(RunHostFull, match=rf"holds {others:,} runs, its limit \(SOLOIST_HOST_MAX_RUNS={others}\)"):
+            Orchestrator(Tally(), name=names[3])
+        assert names[3] not in Orchestrator.list_live()
+        assert asyncio.run(held[0].apply(bump)) == 1
+    finally:
+        for orch in held:
+            asyncio.run(orch.close())
 
 
 def test_bad_host_settings_are_refused_with_the_variable_named(monkeypatch: pytest.MonkeyPatch) -> None:

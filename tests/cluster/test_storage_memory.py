@@ -122,7 +122,7 @@ def test_package_exports_exactly_the_public_surface() -> None:
         [
             "SCHEMA_VERSION", "AgentRecordRow", "Checkpoint", "DuplicateRequest", "Durability", "JournalEntry",
             "JournalGap", "MemoryStore", "RunExists", "RunInfo", "RunLockedElsewhere", "RunNotFound", "SchemaTooNew", "SqliteStore",
-            "Store", "StoreClosed", "StoreCorrupted", "StoreError", "StoreReadOnly", "StoreStatistics",
+            "Store", "StoreClosed", "StoreCorrupted", "StoreError", "StoreReadOnly", "StoreStatistics", "WriterFenced",
             "StoreWriteFailed", "VersionCompacted", "FINISHED_STATUSES", "FinalStatus", "GcReport", "finished_runs",
             "parse_age", "remove_finished_runs", "apply_diff", "diff_states", "open_store", "replay",
         ]
