@@ -1,6 +1,6 @@
 """The semaphore's lease table: a pure state machine, no Ray and no asyncio.
 
-``cluster.semaphore._actor`` wraps it in a lock and an actor; tests drive it with a fake
+``cluster.semaphore._service`` wraps it (one per scope) in a lock and an actor; tests drive it with a fake
 clock. Time is always passed in as ``now`` (seconds on one monotonic clock).
 
 Two kinds of lease:
