@@ -336,6 +336,17 @@ class ClusterSemaphore:
         """
         threading.Thread(target=_send_suspect, args=(scope, owner), name=f"sem-report:{scope}", daemon=True).start()
 
+    @staticmethod
+    def service_name(scope: str) -> str:
+        """The name (in namespace ``soloist``) of the service actor that holds ``scope``: the
+        same in every process, computed from the name alone."""
+        return service_name(scope)
+
+    @staticmethod
+    def service_names() -> list[str]:
+        """The names of every semaphore service actor (``SERVICE_COUNT`` of them), started or not."""
+        return service_names()
+
     @classmethod
     async def service_statistics(cls) -> list[ServiceStatistics]:
         """A report of each semaphore service actor that runs (none is started for this)."""

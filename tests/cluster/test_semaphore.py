@@ -23,7 +23,6 @@ import ray
 
 from cluster import SemaphoreConfigConflict, SemaphoreTimeout, SemaphoreUnavailable
 from cluster.semaphore import ClusterSemaphore, Lease, SemaphoreStatistics, held_by_this_process
-from cluster.semaphore._placement import service_name
 from tests._waits import HANG_GUARD_S, eventually, process_gone
 from tests.actors._peak import PeakCounter, wait_until
 
@@ -342,7 +341,7 @@ async def test_cap_holds_across_a_restart_of_the_semaphore_actor(slow_recovery_s
     await _wait_for(sem, lambda s: s.waiting == 6)
 
     # The service holding the scope (and the tables of every other scope placed on it).
-    ray.kill(ray.get_actor(service_name(sem.scope), namespace="soloist"), no_restart=False)
+    ray.kill(ray.get_actor(ClusterSemaphore.service_name(sem.scope), namespace="soloist"), no_restart=False)
     recovering = await _wait_for(sem, lambda s: s.state == "recovering")
     assert recovering.held <= 4
     # The live holder's heartbeats re-register its 4 leases; nothing new is granted.
