@@ -15,32 +15,17 @@ import time
 from typing import Any
 
 import ray
-from pydantic import BaseModel
 from ray.exceptions import GetTimeoutError, RayActorError
 
 from cluster.connect import SOLOIST_NAMESPACE, wait_ref
 from cluster.process import Table, process_registry
+from cluster.semaphore._models import Lease
 from cluster.semaphore._scope import ScopeKey
 
-__all__ = ["Lease", "Heartbeat", "heartbeat_for", "heartbeats_of", "held_by_this_process", "actor_gone"]
+__all__ = ["Heartbeat", "heartbeat_for", "heartbeats_of", "held_by_this_process", "actor_gone"]
 
 logger = logging.getLogger(__name__)
 _LOG_EXTRA = {"component": "cluster-semaphore"}
-
-
-class Lease(BaseModel, frozen=True):
-    """One granted permit. ``lease_id`` is unique; pass the lease back to ``release``.
-
-    ``generation`` is the fencing token the semaphore gave this grant (0 until granted);
-    ``guarded`` leases are held by an actor and freed on Ray's verdict, not the clock.
-    """
-
-    lease_id: str
-    scope: str
-    holder: str
-    limit: int
-    generation: int = 0
-    guarded: bool = False
 
 
 def actor_gone(name: str, actor_id: str) -> bool:

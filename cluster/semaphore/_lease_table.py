@@ -245,6 +245,10 @@ class LeaseTable:
         )
         return decided + self._grant_waiters(now)
 
+    def holders(self) -> set[str]:
+        """The holders of every held lease and parked request."""
+        return {r.holder for r in self._leases.values()} | {w.holder for w in self._waiters.values()}
+
     @property
     def waiting(self) -> int:
         """How many requests are parked."""

@@ -449,12 +449,26 @@ class SemaphoreService:
             except RayActorError:
                 self._actor_died(actor_id)
         with self._lock:
+            self._prune_owners()
             asked = {actor_id for _, actor_id in pings.values()}
             for actor_id, (handle, _) in self._run_actors.items():
                 if actor_id not in asked:
                     ref = handle.__ray_ready__.remote()
                     pings[ref.future()] = (ref, actor_id)
         return pings
+
+    def _prune_owners(self) -> None:
+        """Forget the owners of holders that hold and await nothing in any scope (caller holds
+        the lock): replicas come and go, the service stays. The next request or renewal of
+        a holder names its owner again."""
+        if not self._owners:
+            return
+        active: set[str] = set()
+        for entry in self._scopes.values():
+            if entry.table.held or entry.table.waiting:
+                active |= entry.table.holders()
+        for holder in [h for h in self._owners if h not in active]:
+            del self._owners[holder]
 
     def _actor_died(self, actor_id: str) -> None:
         with self._lock:

@@ -24,7 +24,7 @@ is rebuilt before any new permit is granted.
 
 Layout: ``_lease_table`` (the pure state machine), ``_scope`` (one scope inside a service),
 ``_service`` (the actor), ``_placement`` (which service holds a scope), ``_heartbeat`` (the
-per-process renewals), and here the public models and the facade.
+per-process renewals), ``_models`` (the public models and argument checks), and here the facade.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import os
 import socket
 import threading
@@ -42,13 +41,20 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, AsyncContextManager, TypeVar
 
 import ray
-from pydantic import BaseModel
 from ray.exceptions import GetTimeoutError, RayActorError
 
 from cluster.connect import SOLOIST_NAMESPACE, wait_ref
 from cluster.exceptions import SemaphoreConfigConflict, SemaphoreTimeout, SemaphoreUnavailable
-from cluster.semaphore._heartbeat import Lease, actor_gone, heartbeat_for, heartbeats_of, held_by_this_process
-from cluster.semaphore._lease_table import Outcome, SemaphoreState
+from cluster.semaphore._heartbeat import actor_gone, heartbeat_for, heartbeats_of, held_by_this_process
+from cluster.semaphore._lease_table import Outcome
+from cluster.semaphore._models import (
+    HARD_MAX_PERMITS,
+    Lease,
+    SemaphoreStatistics,
+    ServiceStatistics,
+    check_acquire,
+    check_config,
+)
 from cluster.semaphore._placement import forget_service, running_service, service_for, service_name, service_names
 from cluster.semaphore._scope import Detached, ScopeGone, ScopeKey
 
@@ -59,95 +65,11 @@ __all__ = [
 logger = logging.getLogger(__name__)
 _LOG_EXTRA = {"component": "cluster-semaphore"}
 
-HARD_MAX_PERMITS = 4
-"""No scope ever has more than four permits (the orchestrator's parallel-handoff cap)."""
-
-_MIN_TTL_S = 0.5
 _RETRY_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
 _DEADLINE_GRACE_S = 2.0
 _DESTROY_TIMEOUT_S = 30.0
 
 _T = TypeVar("_T")
-
-
-class SemaphoreStatistics(BaseModel, frozen=True):
-    """A point-in-time report of one scope's semaphore. Counters restart with its table."""
-
-    scope: str
-    permits: int
-    held: int
-    waiting: int
-    granted_total: int
-    released_total: int
-    expired_total: int
-    max_held: int
-    state: SemaphoreState
-    ttl_s: float
-    generation: int = 0
-    suspects: int = 0
-    runs: int = 0
-    retired: bool = False
-    service: str = ""
-
-
-class ServiceStatistics(BaseModel, frozen=True):
-    """A point-in-time report of one semaphore service actor (all the scopes it holds)."""
-
-    name: str
-    scopes: int
-    retired: int
-    runs: int
-    run_actors: int
-    held: int
-    waiting: int
-    owners: int
-    probes: int
-    restarted: bool
-
-
-# --------------------------------------------------------------------------- validation
-
-
-def _check_int(name: str, value: object, low: int, high: int) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        return f"{name} must be an int in {low}..{high}, got {value!r}"
-    return None
-
-
-def _check_config(scope: object, permits: object, ttl_s: object) -> None:
-    """Raise one ``ValueError`` listing every bad constructor argument."""
-    problems: list[str] = []
-    if not isinstance(scope, str) or not scope.strip():
-        problems.append(f"scope must be a non-empty string, got {scope!r}")
-    if (problem := _check_int("permits", permits, 1, HARD_MAX_PERMITS)) is not None:
-        problems.append(problem)
-    if (
-        isinstance(ttl_s, bool)
-        or not isinstance(ttl_s, (int, float))
-        or not math.isfinite(ttl_s)
-        or ttl_s < _MIN_TTL_S
-    ):
-        problems.append(f"ttl_s must be a finite number >= {_MIN_TTL_S}, got {ttl_s!r}")
-    if problems:
-        raise ValueError("invalid ClusterSemaphore arguments: " + "; ".join(problems))
-
-
-def _check_acquire(limit: object, timeout: object, holder: object) -> None:
-    """Raise one ``ValueError`` listing every bad ``acquire`` argument."""
-    problems: list[str] = []
-    if (problem := _check_int("limit", limit, 1, HARD_MAX_PERMITS)) is not None:
-        problems.append(problem)
-    if timeout is not None and (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, (int, float))
-        or not math.isfinite(timeout)
-        or timeout < 0
-    ):
-        problems.append(f"timeout must be None or a finite number >= 0, got {timeout!r}")
-    if holder is not None and (not isinstance(holder, str) or not holder):
-        problems.append(f"holder must be None or a non-empty string, got {holder!r}")
-    if problems:
-        raise ValueError("invalid acquire arguments: " + "; ".join(problems))
 
 
 # --------------------------------------------------------------------------- lookups
@@ -198,7 +120,7 @@ class ClusterSemaphore:
     """
 
     def __init__(self, scope: str, *, permits: int = HARD_MAX_PERMITS, ttl_s: float = 10.0, _handle: Any = None) -> None:
-        _check_config(scope, permits, ttl_s)
+        check_config(scope, permits, ttl_s)
         if not ray.is_initialized():
             raise SemaphoreUnavailable(
                 f"semaphore {scope!r}: Ray is not initialised; call cluster.connect() "
@@ -392,7 +314,7 @@ class ClusterSemaphore:
         configuration. If the caller is cancelled, the request is withdrawn (or the permit
         released) before the cancellation goes on.
         """
-        _check_acquire(limit, timeout, holder)
+        check_acquire(limit, timeout, holder)
         await self._check_config_once()
         if owner is not None:
             holder = f"actor:{ray.get_runtime_context().get_worker_id()}"
@@ -451,7 +373,7 @@ class ClusterSemaphore:
 
     def hold(self, *, limit: int = HARD_MAX_PERMITS, timeout: float | None = None) -> AsyncContextManager[Lease]:
         """``async with sem.hold(limit=n):`` acquire, run the body, release (also on cancel)."""
-        _check_acquire(limit, timeout, None)
+        check_acquire(limit, timeout, None)
         return self._hold(limit, timeout)
 
     @contextlib.asynccontextmanager
