@@ -175,7 +175,7 @@ async def test_a_thousand_scopes_are_served_by_service_count_actor_processes(sco
     runs, run_actors = sum(s.runs for s in services), sum(s.run_actors for s in services)
     assert runs >= SCOPES and runs - run_actors >= SCOPES - SERVICE_COUNT, services
     # Every process places a scope alike: a worker process computes the same services.
-    assert ray.get(_placements.remote(scopes.names)) == [ClusterSemaphore.service_name(s) for s in scopes.names]
+    assert await _placements.remote(scopes.names) == [ClusterSemaphore.service_name(s) for s in scopes.names]
     print(f"\n{SCOPES} scopes on {len(names)} service actors: "
           + ", ".join(f"{s.name} {s.scopes} scopes, {s.runs} runs, {s.run_actors} run actors" for s in services))
 
