@@ -267,9 +267,10 @@ class SemaphoreService:
     # -------------------------------------------------------------------- runs
 
     @ray.method(concurrency_group="control")
-    async def attach_run(self, key: ScopeKey, run: str, orchestrator: Any) -> bool:
-        """Record that ``run`` (its actor ``orchestrator``) uses the scope; a retired scope
-        serves again. Always True (kept a bool for the callers' check)."""
+    async def attach_run(self, key: ScopeKey, run: str, orchestrator: Any) -> tuple[int, float]:
+        """Record that ``run`` (its actor ``orchestrator``) uses the scope, created with the
+        key's configuration if missing; a retired scope serves again. Returns the scope's
+        ``(permits, ttl_s)``, whatever the key asked for (a run joins the scope as it is)."""
         # ActorHandle has no public id accessor; _actor_id is stable across Ray releases.
         actor_id = orchestrator._actor_id.hex()
         with self._lock:
@@ -277,9 +278,9 @@ class SemaphoreService:
             previous = entry.attach(run, actor_id)
             if previous is not None and previous != actor_id:
                 self._unlink(previous, entry.scope, run)
-            handle, hosted = self._run_actors.setdefault(actor_id, (orchestrator, set()))
+            _, hosted = self._run_actors.setdefault(actor_id, (orchestrator, set()))
             hosted.add((entry.scope, run))
-            return True
+            return entry.table.permits, entry.table.ttl_s
 
     @ray.method(concurrency_group="control")
     async def detach_run(self, scope: str, run: str) -> Detached | None:

@@ -68,6 +68,7 @@ _LOG_EXTRA = {"component": "cluster-semaphore"}
 _RETRY_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
 _DEADLINE_GRACE_S = 2.0
 _DESTROY_TIMEOUT_S = 30.0
+_DEFAULT_TTL_S = 10.0
 
 _T = TypeVar("_T")
 
@@ -119,7 +120,9 @@ class ClusterSemaphore:
     same table.
     """
 
-    def __init__(self, scope: str, *, permits: int = HARD_MAX_PERMITS, ttl_s: float = 10.0, _handle: Any = None) -> None:
+    def __init__(
+        self, scope: str, *, permits: int = HARD_MAX_PERMITS, ttl_s: float = _DEFAULT_TTL_S, _handle: Any = None
+    ) -> None:
         check_config(scope, permits, ttl_s)
         if not ray.is_initialized():
             raise SemaphoreUnavailable(
@@ -182,7 +185,7 @@ class ClusterSemaphore:
         return cls(scope, permits=permits, ttl_s=ttl_s, _handle=handle)
 
     @classmethod
-    def open(cls, scope: str, *, permits: int = HARD_MAX_PERMITS, ttl_s: float = 10.0) -> ClusterSemaphore:
+    def open(cls, scope: str, *, permits: int = HARD_MAX_PERMITS, ttl_s: float = _DEFAULT_TTL_S) -> ClusterSemaphore:
         """Join the scope's live table whatever its configuration, or create it with this one."""
         try:
             return cls.existing(scope)
@@ -202,26 +205,29 @@ class ClusterSemaphore:
         new worker process can take over a minute to start); ``timeout`` bounds the retries
         while the service restarts.
         """
+        if not ray.is_initialized():
+            raise SemaphoreUnavailable(f"semaphore {scope!r}: Ray is not initialised")
+        # One round trip: the attach creates the scope with the defaults if it is missing
+        # and answers with the configuration the scope has.
+        key = ScopeKey(scope, HARD_MAX_PERMITS, _DEFAULT_TTL_S, create=True)
         started = time.monotonic()
         while True:
-            semaphore = cls.open(scope)
-            key = semaphore._key()._replace(create=True)
+            handle = service_for(scope)
             try:
-                wait_ref(semaphore._handle.attach_run.remote(key, run, orchestrator), timeout=start_timeout)
-                semaphore._known = True
-                return semaphore
+                permits, ttl_s = wait_ref(handle.attach_run.remote(key, run, orchestrator), timeout=start_timeout)
+                return cls(scope, permits=permits, ttl_s=ttl_s, _handle=handle)
             except GetTimeoutError:
                 raise SemaphoreUnavailable(
                     f"semaphore {scope!r}: its actor did not answer run {run!r} within {start_timeout:g}s "
                     "(it could not start or is unreachable); check the cluster's nodes with `ray status`"
                 ) from None
             except RayActorError:
-                if actor_gone(semaphore._name, semaphore._actor_id):
-                    forget_service(semaphore._name, semaphore._handle)
+                if actor_gone(service_name(scope), handle._actor_id.hex()):
+                    forget_service(service_name(scope), handle)
             if time.monotonic() - started > timeout:
                 raise SemaphoreUnavailable(
                     f"semaphore {scope!r}: run {run!r} could not join it within {timeout:g}s "
-                    f"(its service {semaphore._name!r} kept failing); check the cluster with `ray status`"
+                    f"(its service {service_name(scope)!r} kept failing); check the cluster with `ray status`"
                 )
             time.sleep(0.05)
 
