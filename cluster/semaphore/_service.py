@@ -18,9 +18,11 @@ The sweep waits on the futures of its calls (``ObjectRef.future``), never with `
 in an async actor's process Ray warns about a blocking ``ray.get`` from any thread.
 
 Restart: the tables live in memory. A restarted service knows no scope; each call carries
-its scope's configuration, and a table rebuilt within ``ttl_s`` of the restart starts
+its scope's configuration, and a table made within ``ttl_s`` of the restart starts
 ``recovering`` until then (the renewals of live holders re-register their leases before
-anything new is granted). Runs from before are unknown: such a scope never retires on its own.
+anything new is granted). That holds for a scope created anew in that window too: the
+service cannot tell it from one it lost, and the cap comes first. Runs from before are
+unknown: a table rebuilt by a call other than a run's join never retires on its own.
 """
 
 from __future__ import annotations
