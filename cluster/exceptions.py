@@ -35,13 +35,14 @@ class SemaphoreTimeout(RuntimeError):
 
 
 class SemaphoreUnavailable(RuntimeError):
-    """Raised when the semaphore's actor cannot be reached: Ray is not initialised, the actor
-    was destroyed or died permanently, or it stayed unreachable longer than the retry budget.
+    """Raised when a semaphore scope cannot be reached: Ray is not initialised, the scope was
+    destroyed or retired with its last run (its service holds no table for it), its service
+    actor died permanently, or it stayed unreachable longer than the retry budget.
     """
 
 
 class SemaphoreConfigConflict(ValueError):
-    """Raised when a ``ClusterSemaphore`` is opened on a scope whose live actor was created
+    """Raised when a ``ClusterSemaphore`` is opened on a scope whose live table was created
     with a different ``permits`` or ``ttl_s``; one scope has exactly one configuration.
     """
 

@@ -4,7 +4,7 @@ Owns every process-wide table of soloist, each a declared attribute of ``Process
 (not a name looked up at run time): the warm semaphore permits and subagent pools of
 handoffs, the runs that follow those pools' replicas, the keys of callers without a
 ``pool_key``, the handles of nested runs, the MCP sessions of subagents, the semaphore
-heartbeats, the metrics collector's and the replica budget's handles and the stores the runs page keeps open. One
+heartbeats and service handles, the metrics collector's and the replica budget's handles and the stores the runs page keeps open. One
 object (``process_registry()``) instead of a module global per table, so the tables share
 one lifetime, one lock discipline and one ``statistics()``.
 
@@ -162,8 +162,10 @@ class ProcessRegistry:
         # actors.callers: MCP sessions of this subagent, handles of nested runs.
         self.mcp_sessions: Table[tuple[int, str], Any] = Table("callers.mcp_sessions", per_session=False)
         self.nested_runs: Table[str, Any] = Table("callers.nested_runs", per_session=True)
-        # cluster.semaphore.client: lease heartbeats by (scope, holder).
+        # cluster.semaphore: lease heartbeats by (service name, actor id), and the handles
+        # of the semaphore service actors by name.
         self.semaphore_heartbeats: Table[tuple[str, str], Any] = Table("semaphore.heartbeats", per_session=False)
+        self.semaphore_services: Table[str, Any] = Table("semaphore.services", per_session=True)
         # cluster.metrics: the collector actor's handle (one per Ray session).
         self.metrics_collector: Table[str, Any] = Table("metrics.collector", per_session=True)
         # The cluster-wide replica budget's actor handle (``cluster.replicas``).

@@ -91,6 +91,7 @@ EXPORTS: dict[str, dict[str, list[str]]] = {
     "cluster.semaphore": {
         "the semaphore's client and its pure lease table (unit-tested without Ray)": [
             "ClusterSemaphore", "Lease", "SemaphoreStatistics", "HARD_MAX_PERMITS", "LeaseTable"],
+        "the few service actors that hold every scope's table, and their report": ["SERVICE_COUNT", "ServiceStatistics"],
         "the answer an actor holding guarded leases gives the semaphore's probe": ["held_by_this_process"],
     },
     "cluster.metrics": {

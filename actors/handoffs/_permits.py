@@ -3,7 +3,7 @@
 They live in the subagent replica that runs skill bodies (see ``actors.handoffs.replica``): the
 replica takes a permit before a body starts and gives it back only once the body has really
 returned. A lease given back is kept idle for ``linger`` seconds, and the next body this
-replica starts takes it at no cost (no round trip to the semaphore actor).
+replica starts takes it at no cost (no round trip to the semaphore service).
 
 Why reuse never breaks the cap or fairness:
   - fencing: an idle lease is reused only while ``ClusterSemaphore.holds`` says the
@@ -19,7 +19,6 @@ Why reuse never breaks the cap or fairness:
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import logging
 import threading
@@ -29,8 +28,6 @@ from typing import Any
 
 import ray
 
-from cluster.connect import SOLOIST_NAMESPACE
-from cluster.exceptions import SemaphoreUnavailable
 from cluster.process import Table, process_registry
 from cluster.semaphore import ClusterSemaphore, Lease
 
@@ -220,45 +217,30 @@ _PERMITS: Table[str, WarmPermits] = process_registry().warm_permits
 
 
 def permits_for(scope: str, owner: Any = None) -> WarmPermits:
-    """This process's warm permits on ``scope``, joined to the scope's live semaphore actor.
+    """This process's warm permits on ``scope``, joined to the scope's live semaphore table.
 
     ``owner``: the handle of the actor running the admitted work (its leases are guarded).
-    Raises ``SemaphoreUnavailable`` when no actor serves ``scope`` (every run using it was
-    closed): a replica never creates a scope's actor, only a run does.
+    Raises ``SemaphoreUnavailable`` when no service holds ``scope`` (every run using it was
+    closed): a replica never creates a scope, only a run does.
     """
     permits = _PERMITS.get(scope)
     if permits is not None:
         return permits
-    # Built outside the table's lock: joining the actor is a round trip and touches the
+    # Built outside the table's lock: joining the scope is a round trip and touches the
     # semaphore's own heartbeat table (see ``cluster.process`` on lock discipline).
     fresh = WarmPermits(ClusterSemaphore.existing(scope), owner=owner)
     return _PERMITS.get_or_create(scope, lambda: fresh)
 
 
 async def joined_permits(scope: str, owner: Any = None) -> WarmPermits:
-    """``permits_for`` for an event loop (a replica's): joins the scope's live actor without
+    """``permits_for`` for an event loop (a replica's): joins the scope's live table without
     blocking the loop and without ``ray.get`` (which, in an async actor, blocks its loop and
     prints Ray's warning on the driver's console). Raises ``SemaphoreUnavailable`` likewise."""
     permits = _PERMITS.get(scope)
     if permits is not None:
         return permits
-    name = _semaphore_actor_name(scope)
-    try:
-        handle = await asyncio.to_thread(ray.get_actor, name, namespace=SOLOIST_NAMESPACE)
-    except ValueError:
-        raise SemaphoreUnavailable(
-            f"semaphore {scope!r}: no actor serves this scope (every run using it was closed)"
-        ) from None
-    limit, ttl_s = await handle.config.remote()
-    # The facade joined to that very actor: ``ClusterSemaphore.existing`` does the same with
-    # a blocking ``ray.get`` of the configuration.
-    fresh = WarmPermits(ClusterSemaphore(scope, permits=limit, ttl_s=ttl_s, _handle=handle), owner=owner)
+    fresh = WarmPermits(await ClusterSemaphore.existing_async(scope), owner=owner)
     return _PERMITS.get_or_create(scope, lambda: fresh)
-
-
-def _semaphore_actor_name(scope: str) -> str:
-    """The name of the actor serving ``scope`` (``cluster.semaphore``'s naming)."""
-    return f"soloist:sem:{scope}"
 
 
 def drop_permits(scope: str, permits: WarmPermits) -> None:

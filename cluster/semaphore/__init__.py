@@ -1,16 +1,23 @@
 """The cluster-wide bounded semaphore: ``ClusterSemaphore`` (the facade), its leases and statistics.
 
-Owns the lease table (``_lease_table``, pure), the detached actor that holds it (``_actor``)
-and the per-process client with its heartbeat (``client``).
+Owns the lease table (``_lease_table``, pure), one scope inside a service (``_scope``), the
+detached service actors that hold the tables of many scopes (``_service``) and which of
+them holds a scope (``_placement``), the per-process heartbeat (``_heartbeat``) and the
+facade (``client``).
 """
 
 from cluster.semaphore._lease_table import LeaseTable
+from cluster.semaphore._placement import SERVICE_COUNT
 from cluster.semaphore.client import (
     HARD_MAX_PERMITS,
     ClusterSemaphore,
     Lease,
     SemaphoreStatistics,
+    ServiceStatistics,
     held_by_this_process,
 )
 
-__all__ = ["ClusterSemaphore", "Lease", "SemaphoreStatistics", "HARD_MAX_PERMITS", "LeaseTable", "held_by_this_process"]
+__all__ = [
+    "ClusterSemaphore", "Lease", "SemaphoreStatistics", "ServiceStatistics", "HARD_MAX_PERMITS", "SERVICE_COUNT",
+    "LeaseTable", "held_by_this_process",
+]

@@ -1,6 +1,6 @@
 """The semaphore's lease table: a pure state machine, no Ray and no asyncio.
 
-``cluster.semaphore._actor`` wraps it in a lock and an actor; tests drive it with a fake
+``cluster.semaphore._service`` wraps it (one per scope) in a lock and an actor; tests drive it with a fake
 clock. Time is always passed in as ``now`` (seconds on one monotonic clock).
 
 Two kinds of lease:
@@ -244,6 +244,10 @@ class LeaseTable:
             self.scope, lease_id, record.holder, extra=_LOG_EXTRA,
         )
         return decided + self._grant_waiters(now)
+
+    def holders(self) -> set[str]:
+        """The holders of every held lease and parked request."""
+        return {r.holder for r in self._leases.values()} | {w.holder for w in self._waiters.values()}
 
     @property
     def waiting(self) -> int:

@@ -1,26 +1,30 @@
 """The cluster-wide bounded semaphore that caps one orchestrator's handoffs in flight.
 
-``ClusterSemaphore(scope)`` is a typed facade over one named, detached async actor
-(``soloist:sem:{scope}`` in namespace ``soloist``), so every process of the cluster that
-opens the same scope shares one lease table. A permit is a *lease*: it has a client-made
-id, a holder, and an expiry that the holder's process renews by heartbeat every ``ttl_s/3``.
-A holder that dies stops renewing and its permit goes to the next waiter after ``ttl_s``.
-A *guarded* lease (``acquire(owner=...)``: held by the actor that runs the admitted work)
-is never freed on the clock alone: once it misses its renewals the semaphore asks the owner
-through Ray, and frees it only when the owner says it does not hold it or Ray says the
-owner died; ``report_lost`` (a requester whose call to the owner failed) makes it ask at
-once. Every grant carries a ``generation`` (fencing): ``holds(lease)`` tells a holder,
-without a round trip, whether a lease it kept is surely still its own.
+``ClusterSemaphore(scope)`` is a typed facade over the scope's lease table, held by one of a
+few detached service actors (``soloist:sem-service:<i>`` in namespace ``soloist``; the
+scope's is fixed by a hash of its name, see ``_placement``), so every process of the
+cluster that opens the same scope shares one table. A permit is a *lease*: it has a
+client-made id, a holder, and an expiry that the holder's process renews by heartbeat every
+``ttl_s/3``. A holder that dies stops renewing and its permit goes to the next waiter after
+``ttl_s``. A *guarded* lease (``acquire(owner=...)``: held by the actor that runs the
+admitted work) is never freed on the clock alone: once it misses its renewals the service
+asks the owner through Ray, and frees it only when the owner says it does not hold it or Ray
+says the owner died; ``report_lost`` (a requester whose call to the owner failed) makes it
+ask at once. Every grant carries a ``generation`` (fencing): ``holds(lease)`` tells a
+holder, without a round trip, whether a lease it kept is surely still its own.
 
 At most ``min(limit, permits)`` leases are held at once, where ``permits`` (1..4) is fixed
 per scope and ``limit`` (1..4) is passed by each acquire. Waiters are served FIFO.
 
-Restart safety: the table lives in the actor's memory. A restarted actor enters the
-``recovering`` state for ``ttl_s``: it grants nothing, and the heartbeats of live holders
-re-register the leases they hold, so the table is rebuilt before any new permit is granted.
+Restart safety: the tables live in the service's memory. A restarted service rebuilds a
+scope's table from the first call that names it (each call carries the scope's
+configuration); within ``ttl_s`` of the restart the table is ``recovering``: it grants
+nothing, and the heartbeats of live holders re-register the leases they hold, so the table
+is rebuilt before any new permit is granted.
 
-Layout: ``cluster.semaphore._lease_table`` (the pure state machine), ``cluster.semaphore._actor``
-(the actor around it), and here the public models, the per-process heartbeat and the facade.
+Layout: ``_lease_table`` (the pure state machine), ``_scope`` (one scope inside a service),
+``_service`` (the actor), ``_placement`` (which service holds a scope), ``_heartbeat`` (the
+per-process renewals), ``_models`` (the public models and argument checks), and here the facade.
 """
 
 from __future__ import annotations
@@ -28,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import os
 import socket
 import threading
@@ -38,297 +41,58 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, AsyncContextManager, TypeVar
 
 import ray
-from pydantic import BaseModel
 from ray.exceptions import GetTimeoutError, RayActorError
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from cluster.connect import wait_ref
-from cluster.exceptions import (
-    SemaphoreConfigConflict,
-    SemaphoreTimeout,
-    SemaphoreUnavailable,
+from cluster.connect import SOLOIST_NAMESPACE, wait_ref
+from cluster.exceptions import SemaphoreConfigConflict, SemaphoreTimeout, SemaphoreUnavailable
+from cluster.semaphore._heartbeat import actor_gone, heartbeat_for, heartbeats_of, held_by_this_process
+from cluster.semaphore._lease_table import Outcome
+from cluster.semaphore._models import (
+    HARD_MAX_PERMITS,
+    Lease,
+    SemaphoreStatistics,
+    ServiceStatistics,
+    check_acquire,
+    check_config,
 )
-from cluster.process import Table, process_registry
-from cluster.semaphore._actor import Detached, SemaphoreActor
-from cluster.semaphore._lease_table import Outcome, SemaphoreState
+from cluster.semaphore._placement import forget_service, running_service, service_for, service_name, service_names
+from cluster.semaphore._scope import Detached, ScopeGone, ScopeKey
 
-__all__ = ["ClusterSemaphore", "Lease", "SemaphoreStatistics", "HARD_MAX_PERMITS", "held_by_this_process"]
+__all__ = [
+    "ClusterSemaphore", "Lease", "SemaphoreStatistics", "ServiceStatistics", "HARD_MAX_PERMITS", "held_by_this_process",
+]
 
 logger = logging.getLogger(__name__)
 _LOG_EXTRA = {"component": "cluster-semaphore"}
 
-HARD_MAX_PERMITS = 4
-"""No scope ever has more than four permits (the orchestrator's parallel-handoff cap)."""
-
-_NAMESPACE = "soloist"
-_MIN_TTL_S = 0.5
 _RETRY_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
 _DEADLINE_GRACE_S = 2.0
+_DESTROY_TIMEOUT_S = 30.0
+_DEFAULT_TTL_S = 10.0
 
 _T = TypeVar("_T")
 
 
-class Lease(BaseModel, frozen=True):
-    """One granted permit. ``lease_id`` is unique; pass the lease back to ``release``.
-
-    ``generation`` is the fencing token the semaphore gave this grant (0 until granted);
-    ``guarded`` leases are held by an actor and freed on Ray's verdict, not the clock.
-    """
-
-    lease_id: str
-    scope: str
-    holder: str
-    limit: int
-    generation: int = 0
-    guarded: bool = False
+# --------------------------------------------------------------------------- lookups
 
 
-class SemaphoreStatistics(BaseModel, frozen=True):
-    """A point-in-time report of one scope's semaphore. Counters restart with the actor."""
-
-    scope: str
-    permits: int
-    held: int
-    waiting: int
-    granted_total: int
-    released_total: int
-    expired_total: int
-    max_held: int
-    state: SemaphoreState
-    ttl_s: float
-    generation: int = 0
-    suspects: int = 0
-    runs: int = 0
-    retired: bool = False
+def _no_table(scope: str) -> SemaphoreUnavailable:
+    return SemaphoreUnavailable(f"semaphore {scope!r}: no service holds it (every run using it was closed)")
 
 
-# --------------------------------------------------------------------------- validation
-
-
-def _actor_name(scope: str) -> str:
-    return f"soloist:sem:{scope}"
-
-
-def _check_int(name: str, value: object, low: int, high: int) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        return f"{name} must be an int in {low}..{high}, got {value!r}"
-    return None
-
-
-def _check_config(scope: object, permits: object, ttl_s: object) -> None:
-    """Raise one ``ValueError`` listing every bad constructor argument."""
-    problems: list[str] = []
-    if not isinstance(scope, str) or not scope.strip():
-        problems.append(f"scope must be a non-empty string, got {scope!r}")
-    if (problem := _check_int("permits", permits, 1, HARD_MAX_PERMITS)) is not None:
-        problems.append(problem)
-    if (
-        isinstance(ttl_s, bool)
-        or not isinstance(ttl_s, (int, float))
-        or not math.isfinite(ttl_s)
-        or ttl_s < _MIN_TTL_S
-    ):
-        problems.append(f"ttl_s must be a finite number >= {_MIN_TTL_S}, got {ttl_s!r}")
-    if problems:
-        raise ValueError("invalid ClusterSemaphore arguments: " + "; ".join(problems))
-
-
-def _check_acquire(limit: object, timeout: object, holder: object) -> None:
-    """Raise one ``ValueError`` listing every bad ``acquire`` argument."""
-    problems: list[str] = []
-    if (problem := _check_int("limit", limit, 1, HARD_MAX_PERMITS)) is not None:
-        problems.append(problem)
-    if timeout is not None and (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, (int, float))
-        or not math.isfinite(timeout)
-        or timeout < 0
-    ):
-        problems.append(f"timeout must be None or a finite number >= 0, got {timeout!r}")
-    if holder is not None and (not isinstance(holder, str) or not holder):
-        problems.append(f"holder must be None or a non-empty string, got {holder!r}")
-    if problems:
-        raise ValueError("invalid acquire arguments: " + "; ".join(problems))
-
-
-# --------------------------------------------------------------------------- heartbeat
-
-
-def _actor_gone(name: str, actor_id: str) -> bool:
-    """True when the named actor no longer exists, or the name now belongs to another one."""
-    try:
-        current = ray.get_actor(name, namespace=_NAMESPACE)
-    except ValueError:
-        return True
-    # ActorHandle has no public id accessor; _actor_id is stable across Ray releases.
-    return current._actor_id.hex() != actor_id
-
-
-class _Heartbeat:
-    """Renews every lease this process holds on one semaphore actor, every ``ttl_s/3``.
-
-    One per process per actor (see ``_heartbeat_for``); its daemon thread runs only while
-    leases are held, so sync and async callers alike keep their leases alive. The thread
-    waits with ``wait_ref``: in an async actor (a replica) ``ray.get`` would warn.
-    """
-
-    def __init__(self, name: str, actor_id: str, handle: Any, ttl_s: float) -> None:
-        self._name = name
-        self._actor_id = actor_id
-        self._handle = handle
-        self._interval = ttl_s / 3
-        self._lock = threading.Lock()
-        # Leases granted to this process and not yet released; exactly the set renewed.
-        self._leases: dict[str, Lease] = {}
-        # lease_id -> local monotonic time until which the semaphore surely still holds it
-        # (the send time of the last renewal it confirmed, plus ttl).
-        self._confirmed_until: dict[str, float] = {}
-        self._ttl_s = ttl_s
-        # This process's actor, when it holds guarded leases (sent with renewals, so a
-        # restarted semaphore can probe it again).
-        self._owner: Any = None
-        # The running renewal thread, or None when no lease is held.
-        self._thread: threading.Thread | None = None
-        self._stopped = threading.Event()
-
-    def add(self, lease: Lease, since: float, owner: Any = None) -> None:
-        """Start renewing ``lease`` (granted by a request sent at local time ``since``)."""
-        with self._lock:
-            self._leases[lease.lease_id] = lease
-            self._confirmed_until[lease.lease_id] = since + self._ttl_s
-            if owner is not None:
-                self._owner = owner
-            if self._thread is None and not self._stopped.is_set():
-                self._thread = threading.Thread(
-                    target=self._run, name=f"sem-heartbeat:{self._name}", daemon=True
-                )
-                self._thread.start()
-
-    def discard(self, lease_id: str) -> None:
-        """Stop renewing ``lease_id`` (before it is released, so it cannot be revived)."""
-        with self._lock:
-            self._leases.pop(lease_id, None)
-            self._confirmed_until.pop(lease_id, None)
-
-    def holds(self, lease: Lease) -> bool:
-        """Whether ``lease`` is surely still held: not reported lost, same generation, and
-        (unless guarded) confirmed by a renewal less than two thirds of ``ttl_s`` ago."""
-        with self._lock:
-            mine = self._leases.get(lease.lease_id)
-            if mine is None or mine.generation != lease.generation:
-                return False
-            if lease.guarded:
-                return True
-            return time.monotonic() < self._confirmed_until.get(lease.lease_id, 0.0) - self._ttl_s / 3
-
-    def held_ids(self, lease_ids: list[str]) -> list[bool]:
-        """For a probe: which of ``lease_ids`` this process holds."""
-        with self._lock:
-            return [lease_id in self._leases for lease_id in lease_ids]
-
-    def stop(self) -> None:
-        """Forget every lease and end the thread (the actor is gone)."""
-        self._stopped.set()
-        with self._lock:
-            self._leases.clear()
-            self._confirmed_until.clear()
-
-    def _run(self) -> None:
-        wait = self._interval
-        while not self._stopped.wait(wait):
-            wait = self._interval / 4  # after a failed renewal, try again soon
-            with self._lock:
-                if not self._leases:
-                    self._thread = None
-                    return
-                batch = list(self._leases.values())
-                owner = self._owner
-            sent = time.monotonic()
-            try:
-                results: list[bool] = wait_ref(
-                    self._handle.renew.remote(
-                        [(x.lease_id, x.holder, x.limit, x.generation, x.guarded) for x in batch], owner
-                    ),
-                    timeout=self._interval,
-                )
-            except GetTimeoutError:
-                logger.warning(
-                    "semaphore %s: lease renewal took longer than %.2fs; retrying",
-                    self._name, self._interval, extra=_LOG_EXTRA,
-                )
-                continue
-            except RayActorError:
-                if _actor_gone(self._name, self._actor_id):
-                    logger.error(
-                        "semaphore %s: actor is gone; %d leases of this process dropped",
-                        self._name, len(batch), exc_info=True, extra=_LOG_EXTRA,
-                    )
-                    self._forget_self()
-                    return
-                logger.info(
-                    "semaphore %s: actor unreachable (restarting?); will renew again",
-                    self._name, exc_info=True, extra=_LOG_EXTRA,
-                )
-                continue
-            wait = self._interval
-            self._reconcile(batch, results, sent)
-
-    def _reconcile(self, batch: list[Lease], results: list[bool], sent: float) -> None:
-        revived: list[str] = []
-        with self._lock:
-            for lease, renewed in zip(batch, results):
-                held_here = lease.lease_id in self._leases
-                if renewed and held_here:
-                    self._confirmed_until[lease.lease_id] = sent + self._ttl_s
-                if not renewed and held_here:
-                    del self._leases[lease.lease_id]
-                    self._confirmed_until.pop(lease.lease_id, None)
-                    logger.warning(
-                        "semaphore %s: lease %s of %s was lost (expired before renewal)",
-                        self._name, lease.lease_id, lease.holder, extra=_LOG_EXTRA,
-                    )
-                elif renewed and not held_here:
-                    revived.append(lease.lease_id)  # released while this renewal was in flight
-        for lease_id in revived:
-            try:
-                wait_ref(self._handle.release.remote(lease_id), timeout=self._interval)
-            except (GetTimeoutError, RayActorError):
-                logger.warning(
-                    "semaphore %s: could not re-release lease %s; it expires in ttl",
-                    self._name, lease_id, exc_info=True, extra=_LOG_EXTRA,
-                )
-
-    def _forget_self(self) -> None:
-        self.stop()
-        _HEARTBEATS.discard((self._name, self._actor_id), self)
-
-
-# (actor name, actor id) -> the heartbeat of this process for that actor, in the
-# per-process registry (see ``cluster.process``).
-_HEARTBEATS: Table[tuple[str, str], _Heartbeat] = process_registry().semaphore_heartbeats
-
-
-def _heartbeat_for(name: str, actor_id: str, handle: Any, ttl_s: float) -> _Heartbeat:
-    return _HEARTBEATS.get_or_create((name, actor_id), lambda: _Heartbeat(name, actor_id, handle, ttl_s))
-
-
-def held_by_this_process(lease_ids: list[str]) -> list[bool]:
-    """Which of ``lease_ids`` this process holds (the answer an owner gives a probe)."""
-    beats = _HEARTBEATS.select(lambda _key: True)
-    answers = [False] * len(lease_ids)
-    for beat in beats:
-        answers = [a or b for a, b in zip(answers, beat.held_ids(lease_ids))]
-    return answers
+def _config_of(scope: str, answer: tuple[int, float] | None) -> tuple[int, float]:
+    if answer is None:
+        raise _no_table(scope)
+    return answer
 
 
 def _send_suspect(scope: str, owner: Any) -> None:
-    """``report_lost``'s message: find the scope's actor and tell it to check ``owner``."""
-    try:
-        handle = ray.get_actor(_actor_name(scope), namespace=_NAMESPACE)
-    except ValueError:
-        logger.info("semaphore %r: no actor serves it; nothing to check", scope, extra=_LOG_EXTRA)
+    """``report_lost``'s message: find the scope's service and tell it to check ``owner``."""
+    handle = running_service(scope)
+    if handle is None:
+        logger.info("semaphore %r: no service runs; nothing to check", scope, extra=_LOG_EXTRA)
         return
-    handle.suspect.remote(owner)
+    handle.suspect.remote(scope, owner)
 
 
 def _default_holder() -> str:
@@ -350,12 +114,16 @@ def _rebuild(scope: str, permits: int, ttl_s: float) -> ClusterSemaphore:
 class ClusterSemaphore:
     """A bounded semaphore shared by every process of the cluster that opens ``scope``.
 
-    Ray must be initialised. The facade pickles (by scope, permits and ttl_s), so it can be
-    shipped into actors; every copy talks to the same named actor.
+    Ray must be initialised. Constructing one opens the scope (creating its table on its
+    service if missing; the service itself is started on first use). The facade pickles (by
+    scope, permits and ttl_s), so it can be shipped into actors; every copy talks to the
+    same table.
     """
 
-    def __init__(self, scope: str, *, permits: int = HARD_MAX_PERMITS, ttl_s: float = 10.0, _handle: Any = None) -> None:
-        _check_config(scope, permits, ttl_s)
+    def __init__(
+        self, scope: str, *, permits: int = HARD_MAX_PERMITS, ttl_s: float = _DEFAULT_TTL_S, _handle: Any = None
+    ) -> None:
+        check_config(scope, permits, ttl_s)
         if not ray.is_initialized():
             raise SemaphoreUnavailable(
                 f"semaphore {scope!r}: Ray is not initialised; call cluster.connect() "
@@ -364,46 +132,61 @@ class ClusterSemaphore:
         self._scope = scope
         self._permits = permits
         self._ttl_s = float(ttl_s)
-        self._name = _actor_name(scope)
-        self._handle = _handle or SemaphoreActor.options(  # type: ignore[attr-defined]
-            name=self._name,
-            namespace=_NAMESPACE,
-            get_if_exists=True,
-            lifetime="detached",
-            max_restarts=-1,
-            num_cpus=0,
-            # Prefer the creating process's node (the driver's, usually the head): worker
-            # nodes come and go, and every restart costs a recovery window of one TTL.
-            scheduling_strategy=NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True),
-        ).remote(scope, permits, self._ttl_s)
+        self._name = service_name(scope)
+        # A facade joined to a live table (``existing``) never creates one; a constructed
+        # one creates the scope until the service has answered it once (then the scope
+        # exists, and a later absence means it was destroyed or retired).
+        self._creates = _handle is None
+        self._known = _handle is not None
+        self._handle = _handle if _handle is not None else service_for(scope)
         self._actor_id: str = self._handle._actor_id.hex()
-        self._heartbeat = _heartbeat_for(self._name, self._actor_id, self._handle, self._ttl_s)
+        self._heartbeat = heartbeat_for(self._name, self._actor_id, self._handle)
         self._config_checked = False
         # Releases started during cancellation; kept referenced until they finish.
         self._cleanups: set[asyncio.Task[bool]] = set()
+        if self._creates:
+            self._handle.open_scope.remote(self._key())  # the scope exists from here, as its actor did
 
     @classmethod
     def existing(cls, scope: str) -> ClusterSemaphore:
-        """Join the scope's live actor, whatever its configuration; never create one.
+        """Join the scope's live table, whatever its configuration; never create one.
 
-        Blocking (one round trip to the actor): code on an event loop runs it in a thread
-        (``asyncio.to_thread``). Raises ``SemaphoreUnavailable`` when no actor serves
+        Blocking (one round trip to the service): code on an event loop awaits
+        ``existing_async`` instead. Raises ``SemaphoreUnavailable`` when no service holds
         ``scope`` (its runs were closed).
         """
         if not ray.is_initialized():
             raise SemaphoreUnavailable(f"semaphore {scope!r}: Ray is not initialised")
+        handle = running_service(scope)
+        if handle is None:
+            raise _no_table(scope)
         try:
-            handle = ray.get_actor(_actor_name(scope), namespace=_NAMESPACE)
-        except ValueError:
-            raise SemaphoreUnavailable(
-                f"semaphore {scope!r}: no actor serves this scope (every run using it was closed)"
-            ) from None
-        permits, ttl_s = wait_ref(handle.config.remote())
+            permits, ttl_s = _config_of(scope, wait_ref(handle.config.remote(scope)))
+        except RayActorError:
+            forget_service(service_name(scope), handle)
+            raise _no_table(scope) from None
         return cls(scope, permits=permits, ttl_s=ttl_s, _handle=handle)
 
     @classmethod
-    def open(cls, scope: str, *, permits: int = HARD_MAX_PERMITS, ttl_s: float = 10.0) -> ClusterSemaphore:
-        """Join the scope's live actor whatever its configuration, or create it with this one."""
+    async def existing_async(cls, scope: str) -> ClusterSemaphore:
+        """``existing`` for an event loop: never blocks it (the lookup of the service, a
+        round trip to Ray's control store, runs on a thread) and never calls ``ray.get``
+        (which, in an async actor, blocks its loop and prints Ray's warning)."""
+        if not ray.is_initialized():
+            raise SemaphoreUnavailable(f"semaphore {scope!r}: Ray is not initialised")
+        handle = await asyncio.to_thread(running_service, scope)
+        if handle is None:
+            raise _no_table(scope)
+        try:
+            permits, ttl_s = _config_of(scope, await handle.config.remote(scope))
+        except RayActorError:
+            forget_service(service_name(scope), handle)
+            raise _no_table(scope) from None
+        return cls(scope, permits=permits, ttl_s=ttl_s, _handle=handle)
+
+    @classmethod
+    def open(cls, scope: str, *, permits: int = HARD_MAX_PERMITS, ttl_s: float = _DEFAULT_TTL_S) -> ClusterSemaphore:
+        """Join the scope's live table whatever its configuration, or create it with this one."""
         try:
             return cls.existing(scope)
         except SemaphoreUnavailable:
@@ -414,74 +197,95 @@ class ClusterSemaphore:
         cls, scope: str, run: str, orchestrator: Any, *, timeout: float = 60.0, start_timeout: float = 600.0
     ) -> ClusterSemaphore:
         """Open (or create) ``scope`` and record the run ``run`` (its orchestrator actor) as one
-        of its users, so the scope's actor lives exactly as long as some run uses it.
+        of its users, so the scope's table lives exactly as long as some run uses it.
 
         Blocking (a run's constructor is synchronous). A scope whose last run has just closed
-        may still have a retired actor, which ends once the work of its last leases has
-        returned: this waits for it to end and opens a new one, and raises
-        ``SemaphoreUnavailable`` when the scope is still retiring ``timeout`` seconds after
-        it was first found retiring. Starting the actor is bounded apart, by
-        ``start_timeout``: on a loaded node a new worker process can take over a minute to
-        start, and that is not a scope that keeps retiring.
+        serves again at once (its table, with the leases still held, is kept until they are
+        released). ``start_timeout`` bounds the service's first answer (on a loaded node a
+        new worker process can take over a minute to start); ``timeout`` bounds the retries
+        while the service restarts.
         """
-        retiring_since: float | None = None
+        if not ray.is_initialized():
+            raise SemaphoreUnavailable(f"semaphore {scope!r}: Ray is not initialised")
+        # One round trip: the attach creates the scope with the defaults if it is missing
+        # and answers with the configuration the scope has.
+        key = ScopeKey(scope, HARD_MAX_PERMITS, _DEFAULT_TTL_S, create=True)
+        started = time.monotonic()
         while True:
-            semaphore = cls.open(scope)
+            handle = service_for(scope)
             try:
-                if wait_ref(semaphore._handle.attach_run.remote(run, orchestrator), timeout=start_timeout):
-                    return semaphore
-            except RayActorError:
-                pass  # it ended between the lookup and the call: open the scope again
+                permits, ttl_s = wait_ref(handle.attach_run.remote(key, run, orchestrator), timeout=start_timeout)
+                return cls(scope, permits=permits, ttl_s=ttl_s, _handle=handle)
             except GetTimeoutError:
                 raise SemaphoreUnavailable(
                     f"semaphore {scope!r}: its actor did not answer run {run!r} within {start_timeout:g}s "
                     "(it could not start or is unreachable); check the cluster's nodes with `ray status`"
                 ) from None
-            now = time.monotonic()
-            retiring_since = now if retiring_since is None else retiring_since
-            if now - retiring_since > timeout:
+            except RayActorError:
+                if actor_gone(service_name(scope), handle._actor_id.hex()):
+                    forget_service(service_name(scope), handle)
+            if time.monotonic() - started > timeout:
                 raise SemaphoreUnavailable(
                     f"semaphore {scope!r}: run {run!r} could not join it within {timeout:g}s "
-                    "(its actor kept retiring); close runs that still use it, or retry"
+                    f"(its service {service_name(scope)!r} kept failing); check the cluster with `ray status`"
                 )
-            time.sleep(0.05)  # the retired actor ends once its last leases are released
+            time.sleep(0.05)
 
     @classmethod
     async def leave_run(cls, scope: str, run: str) -> Detached | None:
         """``run`` (closed) no longer uses ``scope``. Returns ``in-use`` (other runs do),
-        ``retiring`` (its actor ends itself once the work of its held leases has returned),
-        ``retired`` (ended now), or None when no actor serves the scope any more."""
-        name = _actor_name(scope)
-        try:
-            # A round trip to Ray's control store: on a thread, not on the caller's event loop.
-            handle = await asyncio.to_thread(ray.get_actor, name, namespace=_NAMESPACE)
-        except ValueError:
+        ``retiring`` (its table is dropped once the work of its held leases has returned),
+        ``retired`` (dropped now), or None when no service holds the scope any more."""
+        handle = await asyncio.to_thread(running_service, scope)
+        if handle is None:
             return None
         try:
-            outcome: Detached = await handle.detach_run.remote(run)
+            outcome: Detached | None = await handle.detach_run.remote(scope, run)
         except RayActorError:
-            return None  # it ended meanwhile
+            return None  # the service ended meanwhile: its tables went with it
         if outcome == "retired":
-            for beat in _HEARTBEATS.pop_where(lambda key: key[0] == name):
-                beat.stop()
-            ray.kill(handle, no_restart=True)
+            for beat in heartbeats_of(service_name(scope)):
+                beat.drop_scope(scope)
             logger.info("semaphore %r retired with its last run %r", scope, run, extra=_LOG_EXTRA)
         return outcome
 
     @classmethod
     def report_lost(cls, scope: str, owner: Any) -> None:
         """A call to ``owner`` (an actor taking guarded leases of ``scope``: see ``acquire``)
-        failed because Ray lost the actor: ask the scope's semaphore to check that owner with
+        failed because Ray lost the actor: ask the scope's service to check that owner with
         Ray now, so a dead owner's permits come back at once instead of after its leases miss
-        their renewals. Safe whatever the truth: the semaphore frees nothing on this word
+        their renewals. Safe whatever the truth: the service frees nothing on this word
         alone, and an owner that is alive keeps its permits.
 
         Returns at once, without waiting for an answer (no event loop needed, none blocked):
-        finding the scope's actor is a round trip to Ray's control store, made on a thread of
-        its own. When no actor serves the scope there is no permit to recover; a report that
-        is lost leaves the leases to the probe that follows their missed renewals.
+        finding the service is a round trip to Ray's control store, made on a thread of its
+        own. When no service runs there is no permit to recover; a report that is lost
+        leaves the leases to the probe that follows their missed renewals.
         """
         threading.Thread(target=_send_suspect, args=(scope, owner), name=f"sem-report:{scope}", daemon=True).start()
+
+    @staticmethod
+    def service_name(scope: str) -> str:
+        """The name (in namespace ``soloist``) of the service actor that holds ``scope``: the
+        same in every process, computed from the name alone."""
+        return service_name(scope)
+
+    @staticmethod
+    def service_names() -> list[str]:
+        """The names of every semaphore service actor (``SERVICE_COUNT`` of them), started or not."""
+        return service_names()
+
+    @classmethod
+    async def service_statistics(cls) -> list[ServiceStatistics]:
+        """A report of each semaphore service actor that runs (none is started for this)."""
+        reports = []
+        for name in service_names():
+            try:
+                handle = await asyncio.to_thread(ray.get_actor, name, namespace=SOLOIST_NAMESPACE)
+            except ValueError:
+                continue
+            reports.append(ServiceStatistics.model_validate(await handle.service_statistics.remote()))
+        return reports
 
     @property
     def scope(self) -> str:
@@ -497,7 +301,7 @@ class ClusterSemaphore:
         return f"ClusterSemaphore({self._scope!r}, permits={self._permits}, ttl_s={self._ttl_s:g})"
 
     def __reduce__(self) -> tuple[Callable[[str, int, float], ClusterSemaphore], tuple[str, int, float]]:
-        """Pickle by configuration; the copy reattaches to the same named actor."""
+        """Pickle by configuration; the copy reattaches to the same table."""
         return (_rebuild, (self._scope, self._permits, self._ttl_s))
 
     async def acquire(
@@ -512,11 +316,11 @@ class ClusterSemaphore:
         owner was paused past ``ttl_s``.
 
         Raises ``SemaphoreTimeout`` after ``timeout`` seconds, ``SemaphoreUnavailable`` if
-        the actor is gone or retired, ``SemaphoreConfigConflict`` if the scope has another
+        the scope is gone or retired, ``SemaphoreConfigConflict`` if the scope has another
         configuration. If the caller is cancelled, the request is withdrawn (or the permit
         released) before the cancellation goes on.
         """
-        _check_acquire(limit, timeout, holder)
+        check_acquire(limit, timeout, holder)
         await self._check_config_once()
         if owner is not None:
             holder = f"actor:{ray.get_runtime_context().get_worker_id()}"
@@ -533,7 +337,7 @@ class ClusterSemaphore:
             raise
         if outcome == "granted":
             lease = lease.model_copy(update={"generation": generation})
-            self._heartbeat.add(lease, sent, owner)
+            self._heartbeat.add(lease, self._key(), sent, owner)
             return lease
         await self._withdraw(lease)
         if outcome == "timeout":
@@ -550,7 +354,7 @@ class ClusterSemaphore:
     async def release(self, lease: Lease) -> bool:
         """Return a permit; False if it was unknown, already released, or had expired.
 
-        Raises ``SemaphoreUnavailable`` if the actor is gone (the permit went with it).
+        Raises ``SemaphoreUnavailable`` if the scope is gone (the permit went with it).
         """
         if not isinstance(lease, Lease):
             raise TypeError(f"release() expects a Lease, got {type(lease).__name__}")
@@ -559,23 +363,23 @@ class ClusterSemaphore:
                 f"lease {lease.lease_id} belongs to scope {lease.scope!r}, not {self._scope!r}"
             )
         self._heartbeat.discard(lease.lease_id)
-        return await self._call(lambda: self._handle.release.remote(lease.lease_id))
+        return await self._call(lambda key: self._handle.release.remote(key, lease.lease_id))
 
     def release_nowait(self, lease: Lease) -> None:
         """Send the release without waiting for the answer (no event loop needed).
 
-        The cap stays safe: the actor counts the permit as held until it processes the
-        release. If the message is lost (actor restarting), the lease is no longer renewed
-        and expires after ``ttl_s``.
+        The cap stays safe: the service counts the permit as held until it processes the
+        release. If the message is lost (service restarting), the lease is no longer
+        renewed and expires after ``ttl_s``.
         """
         if lease.scope != self._scope:
             raise ValueError(f"lease {lease.lease_id} belongs to scope {lease.scope!r}, not {self._scope!r}")
         self._heartbeat.discard(lease.lease_id)
-        self._handle.release.remote(lease.lease_id)
+        self._handle.release.remote(self._key(), lease.lease_id)
 
     def hold(self, *, limit: int = HARD_MAX_PERMITS, timeout: float | None = None) -> AsyncContextManager[Lease]:
         """``async with sem.hold(limit=n):`` acquire, run the body, release (also on cancel)."""
-        _check_acquire(limit, timeout, None)
+        check_acquire(limit, timeout, None)
         return self._hold(limit, timeout)
 
     @contextlib.asynccontextmanager
@@ -596,34 +400,45 @@ class ClusterSemaphore:
 
     async def watch(self, contended: bool) -> bool:
         """Wait until "some request is waiting" differs from ``contended``; return it now."""
-        return await self._call(lambda: self._handle.watch.remote(contended))
+        return await self._call(lambda key: self._handle.watch.remote(key, contended))
 
     def watch_ref(self, contended: bool) -> Any:
         """``watch`` as a Ray object ref (for a thread that waits on its future)."""
-        return self._handle.watch.remote(contended)
+        return self._handle.watch.remote(self._key(), contended)
 
     async def statistics(self) -> SemaphoreStatistics:
-        """The actor's current report."""
-        report = await self._call(lambda: self._handle.statistics.remote())
+        """The scope's current report."""
+        report = await self._call(lambda key: self._handle.statistics.remote(key))
         return SemaphoreStatistics.model_validate(report)
 
     async def reset_peak(self) -> None:
         """Restart ``statistics().max_held`` from the number of leases held now."""
-        await self._call(lambda: self._handle.reset_peak.remote())
+        await self._call(lambda key: self._handle.reset_peak.remote(key))
 
     def destroy(self) -> None:
-        """Kill the scope's actor for good; every holder's permits vanish with it."""
-        self._heartbeat.stop()
-        _HEARTBEATS.discard((self._name, self._actor_id))
-        ray.kill(self._handle, no_restart=True)
+        """Drop the scope's table for good (its service goes on serving the other scopes);
+        every holder's permits of this scope vanish with it. Blocking: one round trip."""
+        self._heartbeat.drop_scope(self._scope)
+        try:
+            wait_ref(self._handle.destroy_scope.remote(self._scope), timeout=_DESTROY_TIMEOUT_S)
+        except (GetTimeoutError, RayActorError):
+            logger.warning("semaphore %r: its service did not confirm the destroy", self._scope,
+                           exc_info=True, extra=_LOG_EXTRA)
+        self._known = True  # never created again by this facade
         logger.info("semaphore %r destroyed", self._scope, extra=_LOG_EXTRA)
 
     # -- internals --------------------------------------------------------------------
 
+    def _key(self) -> ScopeKey:
+        return ScopeKey(self._scope, self._permits, self._ttl_s, self._creates and not self._known)
+
     async def _check_config_once(self) -> None:
         if self._config_checked:
             return
-        permits, ttl_s = await self._call(lambda: self._handle.config.remote())
+        answer = await self._call(lambda key: self._handle.open_scope.remote(key))
+        if answer is None:
+            raise self._gone()
+        permits, ttl_s = answer
         if (permits, ttl_s) != (self._permits, self._ttl_s):
             raise SemaphoreConfigConflict(
                 f"semaphore {self._scope!r} already exists with permits={permits}, "
@@ -632,24 +447,26 @@ class ClusterSemaphore:
         self._config_checked = True
 
     async def _request(self, lease: Lease, deadline: float | None, owner: Any) -> tuple[Outcome, int]:
-        """Ask the actor for ``lease``, retrying the same id across actor restarts."""
-        async def submit() -> tuple[Outcome, int]:
+        """Ask the service for ``lease``, retrying the same id across service restarts."""
+        async def submit(key: ScopeKey) -> tuple[Outcome, int]:
+            args = (key, lease.lease_id, lease.holder, lease.limit)
             if deadline is None:
-                return tuple(await self._handle.acquire.remote(lease.lease_id, lease.holder, lease.limit, None, owner))  # type: ignore[return-value]
+                return tuple(await self._handle.acquire.remote(*args, None, owner))  # type: ignore[return-value]
             remaining = max(0.0, deadline - time.monotonic())
-            ref = self._handle.acquire.remote(lease.lease_id, lease.holder, lease.limit, remaining, owner)
+            ref = self._handle.acquire.remote(*args, remaining, owner)
             try:
-                # The actor answers by the deadline; the grace only covers a restart in between.
+                # The service answers by the deadline; the grace only covers a restart in between.
                 return tuple(await asyncio.wait_for(ref, remaining + _DEADLINE_GRACE_S))  # type: ignore[return-value]
             except asyncio.TimeoutError:
                 return "timeout", 0  # the caller withdraws the request, wherever it is
 
         return await self._call(submit)
 
-    async def _call(self, submit: Callable[[], Awaitable[_T]]) -> _T:
-        """Run one actor call, resubmitting while the actor restarts.
+    async def _call(self, submit: Callable[[ScopeKey], Awaitable[_T]]) -> _T:
+        """Run one service call for this scope, resubmitting while the service restarts.
 
-        Raises ``SemaphoreUnavailable`` when the actor is gone for good, or when it stayed
+        Raises ``SemaphoreUnavailable`` when the scope's table is gone (destroyed, or
+        retired with its last run), when the service is gone for good, or when it stayed
         unreachable for ``max(30, 3 * ttl_s)`` seconds.
         """
         budget = max(30.0, 3 * self._ttl_s)
@@ -657,34 +474,45 @@ class ClusterSemaphore:
         attempt = 0
         while True:
             try:
-                return await submit()
+                answer = await submit(self._key())
+            except ScopeGone:
+                raise self._gone() from None
             except RayActorError as err:
                 now = time.monotonic()
                 first_failure = now if first_failure is None else first_failure
-                gone = await asyncio.to_thread(_actor_gone, self._name, self._actor_id)
-                if gone:
+                if await asyncio.to_thread(actor_gone, self._name, self._actor_id):
+                    forget_service(self._name, self._handle)
                     raise SemaphoreUnavailable(
-                        f"semaphore {self._scope!r}: its actor {self._name!r} (namespace "
-                        f"{_NAMESPACE!r}) was destroyed or died permanently"
+                        f"semaphore {self._scope!r}: its service {self._name!r} (namespace "
+                        f"{SOLOIST_NAMESPACE!r}) was destroyed or died permanently"
                     ) from err
                 if now - first_failure > budget:
                     raise SemaphoreUnavailable(
-                        f"semaphore {self._scope!r}: actor {self._name!r} unreachable for "
+                        f"semaphore {self._scope!r}: service {self._name!r} unreachable for "
                         f"{now - first_failure:.1f}s (budget {budget:g}s)"
                     ) from err
                 delay = _RETRY_BACKOFF_S[min(attempt, len(_RETRY_BACKOFF_S) - 1)]
                 attempt += 1
                 logger.info(
-                    "semaphore %r: actor unreachable (%s); retrying in %.2fs",
+                    "semaphore %r: service unreachable (%s); retrying in %.2fs",
                     self._scope, type(err).__name__, delay, extra=_LOG_EXTRA,
                 )
                 await asyncio.sleep(delay)
+                continue
+            self._known = True
+            return answer
+
+    def _gone(self) -> SemaphoreUnavailable:
+        return SemaphoreUnavailable(
+            f"semaphore {self._scope!r} was destroyed or died permanently: its service {self._name!r} "
+            "holds no table for it any more (destroyed, or retired when its last run was closed)"
+        )
 
     async def _withdraw(self, lease: Lease) -> None:
         """Make sure ``lease`` holds nothing, even while the calling task is being cancelled.
 
         The release runs in its own task (shielded), so a second cancellation cannot stop
-        it. If the actor is gone, the failure is logged: there is nothing left to leak.
+        it. If the scope is gone, the failure is logged: there is nothing left to leak.
         """
         self._heartbeat.discard(lease.lease_id)
         task = asyncio.ensure_future(self.release(lease))
@@ -694,6 +522,6 @@ class ClusterSemaphore:
             await asyncio.shield(task)
         except SemaphoreUnavailable:
             logger.warning(
-                "semaphore %r: could not withdraw lease %s; the actor is gone",
+                "semaphore %r: could not withdraw lease %s; its table is gone",
                 self._scope, lease.lease_id, exc_info=True, extra=_LOG_EXTRA,
             )

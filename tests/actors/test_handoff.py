@@ -27,6 +27,7 @@ from actors import (
     parallel_handoff,
     pool_for,
 )
+from cluster import ClusterSemaphore, SemaphoreUnavailable
 from tests._waits import eventually
 from tests.actors._peak import SleepIn, SleepOut, gated_calls, new_counter, open_when_in_flight, sleepy_registry, wait_until
 
@@ -126,17 +127,28 @@ def _named_actors() -> set[str]:
     return {a["name"] for a in ray.util.list_named_actors(all_namespaces=True)}
 
 
-async def test_a_run_starts_its_semaphore_at_its_first_handoff_and_ends_it_when_closed():
-    run = Orchestrator(Empty(), caller=skills)
-    semaphore = f"soloist:sem:{run.handoff_settings().semaphore_scope}"
+async def _scope_live(scope: str) -> bool:
+    """Whether a semaphore service holds a table for ``scope``."""
     try:
-        assert semaphore not in _named_actors()  # a run that never hands off starts no semaphore actor
+        await ClusterSemaphore.existing_async(scope)
+    except SemaphoreUnavailable:
+        return False
+    return True
+
+
+async def test_a_run_opens_its_semaphore_scope_at_its_first_handoff_and_drops_it_when_closed():
+    run = Orchestrator(Empty(), caller=skills)
+    scope = run.handoff_settings().semaphore_scope
+    try:
+        assert not await _scope_live(scope)  # a run that never hands off opens no scope
         assert await handoff(run, Call("add", AddIn(a=1, b=1)), AddOut) == AddOut(sum=2)
-        assert semaphore in _named_actors()
+        assert await _scope_live(scope)
+        # Its table lives on one of the few service actors, not on an actor of its own.
+        assert not [n for n in _named_actors() if n.startswith("soloist:sem:")]
+        assert ClusterSemaphore.service_name(scope) in _named_actors()
     finally:
         await run.close()
-    await eventually(lambda: asyncio.to_thread(_named_actors), lambda names: semaphore not in names,
-                     "the closed run's semaphore actor to end")
+    await eventually(lambda: _scope_live(scope), lambda live: not live, "the closed run's scope to be dropped")
 
 
 async def test_handoff_rejects_input_that_is_not_an_object_or_not_json_clean(orch):

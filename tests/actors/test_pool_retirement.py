@@ -203,7 +203,7 @@ def test_a_sync_skill_prints_no_blocking_ray_get_warning_on_the_drivers_console(
     output = done.stdout
     assert done.returncode == 0, output[-3000:]
     assert "DONE RUN0,RUN1,RUN2" in output, output[-3000:]
-    # The subagents' lines only, for now: the semaphore's own actor ("(SemaphoreActor pid=...)")
+    # The subagents' lines only, for now: the semaphore service ("(SemaphoreService pid=...)")
     # still blocks its loop in places; that is cluster.semaphore's to fix, not the handoff path's.
     warned = [line for line in output.splitlines() if "blocking ray.get" in line and "SubagentActor" in line]
     assert not warned, "\n".join(warned)

@@ -9,8 +9,8 @@ def test_every_process_wide_table_is_a_declared_attribute_with_one_statistics_en
     registry = ProcessRegistry()
     assert set(registry.statistics().tables) == {
         "handoffs.warm_permits", "handoffs.subagent_pools", "handoffs.pool_trackers", "handoffs.caller_keys",
-        "callers.mcp_sessions", "callers.nested_runs", "semaphore.heartbeats", "metrics.collector", "ui.stores",
-        "replicas.budget", "orchestrator.run_hosts",
+        "callers.mcp_sessions", "callers.nested_runs", "semaphore.heartbeats", "semaphore.services", "metrics.collector",
+        "ui.stores", "replicas.budget", "orchestrator.run_hosts",
     }
     assert not hasattr(registry, "table") and not hasattr(registry, "weak_id_map")  # no tables made up by name
 

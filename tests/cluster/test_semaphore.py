@@ -340,7 +340,8 @@ async def test_cap_holds_across_a_restart_of_the_semaphore_actor(slow_recovery_s
     waiters = [asyncio.ensure_future(_work(sem, counter, 4, 0.05, gated=True)) for _ in range(6)]
     await _wait_for(sem, lambda s: s.waiting == 6)
 
-    ray.kill(ray.get_actor(f"soloist:sem:{sem.scope}", namespace="soloist"), no_restart=False)
+    # The service holding the scope (and the tables of every other scope placed on it).
+    ray.kill(ray.get_actor(ClusterSemaphore.service_name(sem.scope), namespace="soloist"), no_restart=False)
     recovering = await _wait_for(sem, lambda s: s.state == "recovering")
     assert recovering.held <= 4
     # The live holder's heartbeats re-register its 4 leases; nothing new is granted.

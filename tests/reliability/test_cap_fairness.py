@@ -1,5 +1,6 @@
 """No run starves another: waiters are served in order across processes and runs, warm
-reuse never jumps the queue; and no semaphore actor outlives the runs that used it.
+reuse never jumps the queue; and no semaphore scope outlives the runs that used it (nor
+does any run cost an actor of its own for its semaphore).
 
 Shares are counted by the skill bodies (``_cap_support.Intervals``), per requesting process.
 """
@@ -15,6 +16,7 @@ import ray
 from pydantic import BaseModel
 
 from actors import Orchestrator, pool_for
+from cluster import ClusterSemaphore, SemaphoreUnavailable
 from tests.actors._peak import replicas_answer
 from tests.reliability._support import scaled
 from tests.reliability._cap_support import Intervals, cap_registry, new_named, read_line, start_driver, wait_for
@@ -113,9 +115,11 @@ def _soloist_actors() -> list[str]:
 RUNS, CHAINS = scaled(40, 200), 4
 
 
-async def _open_join_close() -> None:
+async def _open_join_close(scopes: list[str] | None = None) -> None:
     run = Orchestrator(Empty())
     await run.join_semaphore()
+    if scopes is not None:
+        scopes.append(run.handoff_settings().semaphore_scope)
     await run.close()
 
 
@@ -132,9 +136,11 @@ async def test_opening_and_closing_many_runs_leaves_the_soloist_actors_as_they_w
 
     before = await wait_for(singletons_only, "the first run's own actors to be gone")
 
+    scopes: list[str] = []
+
     async def chain(runs: int) -> None:
         for _ in range(runs):
-            await _open_join_close()
+            await _open_join_close(scopes)
 
     await asyncio.gather(*(chain(len(range(i, RUNS, CHAINS))) for i in range(CHAINS)))
     try:
@@ -144,6 +150,9 @@ async def test_opening_and_closing_many_runs_leaves_the_soloist_actors_as_they_w
         raise AssertionError(f"{len(left)} soloist actors left after {RUNS} runs were closed: {left[:10]}") from None
     print(f"\nsoloist actors before {len(before)}, after {RUNS} runs opened and closed {len(after)}")
     assert set(after) <= set(before)
+    assert not [n for n in after if n.startswith("soloist:sem:")], "a run's semaphore has no actor of its own"
+    await wait_for(lambda: _all_gone(scopes), "the closed runs' semaphore scopes to be dropped", timeout=180)
+    assert len(scopes) == RUNS
 
 
 async def _settled(before: list[str]) -> list[str] | None:
@@ -158,15 +167,23 @@ async def test_a_runs_semaphore_ends_with_the_process_that_owned_the_run():
     driver = start_driver("own", scope)
     try:
         await read_line(driver, "READY")
-        assert f"soloist:sem:{scope}" in _soloist_actors(), "the driver's run joined its semaphore: its actor is up"
+        assert not await _scope_gone(scope), "the driver's run joined its semaphore: its scope is open"
     finally:
         driver.stdin.write("\n")  # type: ignore[union-attr]
         driver.stdin.flush()  # type: ignore[union-attr]
         driver.wait(timeout=120)
     started = time.monotonic()
-    await wait_for(lambda: _absent(f"soloist:sem:{scope}"), "the semaphore of a dead driver's run to end", timeout=180)
+    await wait_for(lambda: _scope_gone(scope), "the semaphore scope of a dead driver's run to be dropped", timeout=180)
     print(f"\nsemaphore ended {time.monotonic() - started:.1f}s after its run's driver exited")
 
 
-async def _absent(name: str) -> bool:
-    return name not in _soloist_actors()
+async def _scope_gone(scope: str) -> bool:
+    try:
+        await ClusterSemaphore.existing_async(scope)
+    except SemaphoreUnavailable:
+        return True
+    return False
+
+
+async def _all_gone(scopes: list[str]) -> bool:
+    return all([await _scope_gone(scope) for scope in scopes])
