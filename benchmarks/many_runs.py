@@ -29,6 +29,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import ray
+
 from actors import Call, Orchestrator, handoff, host_statistics, run_host_name
 from benchmarks._harness import BenchContext, Counter, NoopIn, NoopOut, RawCounter, bump, run_name
 from benchmarks.results import Figure, MeasureResult
@@ -50,19 +52,34 @@ def steps(ctx: BenchContext) -> int:
 # ------------------------------------------------------------ outside readings
 
 
+def _cmdline(pid: str) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return [part.decode("utf-8", "replace") for part in f.read().split(b"\0")]
+    except OSError:
+        return []
+
+
+def _parent(pid: str) -> int:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("PPid:"))
+    except (OSError, StopIteration):
+        return 0
+
+
 def _ray_workers() -> list[tuple[int, str]]:
-    """``(pid, title)`` of every Ray worker process on this machine (titles start ``ray::``)."""
+    """``(pid, title)`` of every worker process of this Ray session on this machine: the
+    ``ray::`` processes whose parent is a raylet of this session's GCS (other Ray sessions on
+    the machine are not counted)."""
+    gcs = f"--gcs-address={ray.get_runtime_context().gcs_address}"
+    pids = [entry for entry in os.listdir("/proc") if entry.isdigit()]
+    raylets = {int(pid) for pid in pids if gcs in (args := _cmdline(pid)) and args[0].endswith("raylet")}
     found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                title = f.read().split(b"\0")[0].decode("utf-8", "replace")
-        except OSError:
-            continue
-        if title.startswith("ray::"):
-            found.append((int(entry), title))
+    for pid in pids:
+        title = (_cmdline(pid) or [""])[0]
+        if title.startswith("ray::") and _parent(pid) in raylets:
+            found.append((int(pid), title))
     return found
 
 

@@ -60,6 +60,8 @@ class Hosting:
     """Who activates the run (recorded with its fencing epoch): the host's name and process."""
     creating: bool
     """A new run (else one activated again, which must be in its store already)."""
+    restarted: bool = False
+    """Ray restarted the host (asked once per host: the question is a round trip to the GCS)."""
 
 
 _REQUEST_MEMORY = 50_000  # request id -> version, most recent first, for exactly-once
@@ -107,7 +109,7 @@ class OrchestratorActor:
         self._store = spec.open_store() if hosting is None else hosting.store
         # A hosted run counts as restarted when its host was (an unloaded run that comes back
         # was not restarted: it left memory on purpose).
-        self._restarted = actor_was_restarted() and (hosting is None or not hosting.creating)
+        self._restarted = actor_was_restarted() if hosting is None else hosting.restarted and not hosting.creating
         self._epoch: int | None = None  # the run's fencing epoch as this activation took it
         if self._store is not None:
             try:

@@ -43,7 +43,8 @@ from cluster.storage import WriterFenced, open_store
 __all__ = ["RunHostActor", "HostedRunRecord", "HostStatistics", "Reload", "reload_of"]
 
 _log = logging.getLogger("soloist.host")
-_THREADS = 4  # fn and store-I/O threads each, shared by every run of the host
+_FN_THREADS = 4  # threads running runs' fns, shared by every run of the host
+_IO_THREADS = 16  # threads of store I/O and activations: a burst of new runs shares each fsync
 
 
 class Reload(BaseModel):
@@ -131,8 +132,8 @@ class RunHostActor:
         self._slots: dict[str, _Slot] = {}
         self._stores: dict[tuple[str, str], Any] = {}
         self._store_users: collections.Counter[tuple[str, str]] = collections.Counter()  # loaded runs per store
-        self._fn_executor = ThreadPoolExecutor(max_workers=_THREADS, thread_name_prefix="soloist-host-apply")
-        self._io_executor = ThreadPoolExecutor(max_workers=_THREADS, thread_name_prefix="soloist-host-io")
+        self._fn_executor = ThreadPoolExecutor(max_workers=_FN_THREADS, thread_name_prefix="soloist-host-apply")
+        self._io_executor = ThreadPoolExecutor(max_workers=_IO_THREADS, thread_name_prefix="soloist-host-io")
         self._holder = {"host": name, "pid": os.getpid()}
         self._restarted = actor_was_restarted()
         self._counts = {"activations": 0, "unloads": 0}
@@ -260,7 +261,7 @@ class RunHostActor:
         """Build the run's orchestrator (it claims the run and raises its epoch in the store)."""
         store = self._take_store(slot.reload) if slot.reload is not None else spec.open_store()
         hosting = Hosting(store=store, fn_executor=self._fn_executor, io_executor=self._io_executor, holder=self._holder,
-                          creating=creating)
+                          creating=creating, restarted=self._restarted)
         # Claiming, replaying and creating read and write the store: off the event loop.
         try:
             orchestrator = await asyncio.get_running_loop().run_in_executor(

@@ -429,13 +429,11 @@ class Orchestrator(Generic[S]):
         return bool(await self._actor.unload())
 
     async def join_semaphore(self) -> None:
-        """Make sure the run's semaphore scope has its actor and counts this run among its
-        users (``handoff`` calls this first; a no-op once done on this handle).
-
-        Joined at the first handoff, not when the run starts: a run that never hands off
-        then costs no semaphore actor (a worker process, and 0.7-2.8 s of its start on a
-        busy machine). The scope's actor lives as long as some run that joined it does.
-        """
+        """Make sure the run's semaphore scope is open on its semaphore service and counts
+        this run among its users (``handoff`` calls this first; a no-op once done on this
+        handle). Joined at the first handoff, not when the run starts: a run that never hands
+        off costs its scope nothing. The scope's table lives as long as some run that joined
+        it does."""
         if self._closed:
             raise OrchestratorClosed(f"orchestrator {self._name!r} is closed: it hands off nothing more")
         if not self._semaphore_joined:
