@@ -13,7 +13,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from cluster.storage import JournalEntry, RunInfo, SqliteStore
+from cluster.storage import JournalEntry, RunInfo, SqliteStore, diff_states
 
 __all__ = ["BASE_TIME", "STATUSES", "name_of", "status_of", "expected_counts", "make_store", "break_run"]
 
@@ -50,7 +50,8 @@ def make_store(path: Path, count: int, *, versions: dict[int, int] | None = None
         with ThreadPoolExecutor(max_workers=64) as pool:
             list(pool.map(create, range(count)))
         for i, last in (versions or {}).items():
-            store.append(name_of(i), [JournalEntry(version=v, request_id=f"r{v}", kind="fn", payload=[], created_at=BASE_TIME + i)
+            store.append(name_of(i), [JournalEntry(version=v, request_id=f"r{v}", kind="fn", created_at=BASE_TIME + i,
+                                                   payload=diff_states({"n": i + v - 1}, {"n": i + v}))
                                       for v in range(1, last + 1)]).result()
             store.put_agent(name_of(i), "coordinator:a", {"kind": "coordinator", "lifecycle": "idle"})
     finally:
