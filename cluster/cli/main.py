@@ -26,6 +26,7 @@ from cluster.local_cluster import joinable, local_cluster, record_path, start_lo
 from cluster.cli.explore import explore
 from cluster.cli.report import LiveProgress, render_report
 from cluster.cli.runs import add_run_commands, report_waiting, resume_command
+from cluster.cli.run_index import DEFAULT_LIMIT, RUN_STATUSES
 from cluster.cli.status import collect_status, render_status
 from cluster.cli.ui import add_ui_command, start_run_page
 from cluster import configure_logging, connect
@@ -45,6 +46,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
     return value
 
 
@@ -98,11 +109,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=_cmd_run)
 
     status = sub.add_parser("status", help="list runs: their versions and their agents",
-                            description="List the runs in a store (--store) and the live orchestrators of a cluster (--address). "
-                            "Without either: the live runs of the cluster `soloist up` started, and the runs stored in "
-                            "./runs.sqlite when that file exists.")
+                            description="List the runs in a store (--store) and the live orchestrators of a cluster (--address), "
+                            "a page at a time (--offset, --limit, --status), with the count of every run by status and, "
+                            "on a cluster, its run hosts. Without either: the live runs of the cluster `soloist up` started, "
+                            "and the runs stored in ./runs.sqlite when that file exists.")
     status.add_argument("--store", default=None, metavar="PATH", help="a run store (SQLite file)")
     status.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    status.add_argument("--limit", type=_positive_int, default=DEFAULT_LIMIT, metavar="N",
+                        help=f"show at most N runs (default: {DEFAULT_LIMIT}); only those are read in full")
+    status.add_argument("--offset", type=_non_negative_int, default=0, metavar="N", help="skip the first N runs (default: 0)")
+    status.add_argument("--status", default=None, choices=RUN_STATUSES, metavar="STATUS",
+                        help=f"only runs whose driver recorded this status: {', '.join(RUN_STATUSES)} "
+                        "(none: no status recorded, e.g. a plain orchestrator)")
     _add_connection_args(status)
     status.set_defaults(handler=_cmd_status)
 
@@ -204,7 +222,7 @@ def _cmd_status(args: argparse.Namespace, out: Console, err: Console) -> int:
             message = (f"no live runs (no cluster started by `soloist up` is running) and no {_DEFAULT_STORE} here; "
                        "pass --store PATH for stored runs or --address ADDR for the live runs of a cluster")
             if args.json:
-                out.print_json(data={"store": None, "address": None, "runs": [], "note": message})
+                out.print_json(data={"store": None, "address": None, "runs": [], "total": 0, "counts": {}, "note": message})
             else:
                 out.print(message, markup=False, highlight=False, soft_wrap=True)
             return EXIT_OK
@@ -212,7 +230,7 @@ def _cmd_status(args: argparse.Namespace, out: Console, err: Console) -> int:
         err.print(f"[red]soloist status: no store at {store!r}[/]")
         return EXIT_USAGE
     with stdout_reserved(args.json) as reserved:
-        report = collect_status(store=store, address=address)
+        report = collect_status(store=store, address=address, offset=args.offset, limit=args.limit, status=args.status)
         if args.json:
             reserved.write_document(report.model_dump_json(indent=2))
         else:

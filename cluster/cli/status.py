@@ -1,5 +1,12 @@
-"""``soloist status``: what runs exist, at which version, with which agents; and, on a live
-cluster, each subagent pool's replicas, waiting calls and queue wait."""
+"""``soloist status``: a page of the runs (version, status, host, agents) with the count of
+every run by status; on a live cluster also the run hosts (runs loaded and unloaded) and each
+subagent pool's replicas, waiting calls and queue wait.
+
+Only the runs of the page are read (their last version in one store query, their agents,
+live ones through ``Orchestrator.statistics``); the rest are counted from the run index
+(``cluster.cli.run_index``). An unloaded hosted run is not attached to (that would load it):
+its host's record and the store say what it is.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +18,9 @@ from ray.exceptions import RayError
 from rich.console import Console
 from rich.table import Table
 
-from actors import Orchestrator, OrchestratorClosed, OrchestratorNotFound, PoolStatus, pool_status
+from actors import HostStatistics, Orchestrator, OrchestratorClosed, OrchestratorNotFound, PoolStatus, pool_status
 from cluster import connect
+from cluster.cli.run_index import DEFAULT_LIMIT, IndexedRun, RunIndexPage, check_query, index_runs
 from cluster.storage import SqliteStore
 
 __all__ = ["RunStatusRow", "StatusReport", "collect_status", "render_status"]
@@ -24,12 +32,19 @@ class RunStatusRow(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     name: str
-    source: str  # "store" or "live"
+    source: str  # "live" (read from its orchestrator or its host) or "store"
     version: int
     state_type: str
     agents: list[dict[str, Any]] = Field(default_factory=list)
     error: str | None = None
-    """Why a live run could not be read (e.g. its state or caller class is not importable here)."""
+    """Why the run could not be read (e.g. its state or caller class is not importable here)."""
+    status: str = "none"
+    """What the run's driver recorded: running, waiting, a final status, or none."""
+    stored: bool = False
+    host: str | None = None
+    """A live run's host actor, or "dedicated" (an actor of its own); None when not live."""
+    loaded: bool | None = None
+    """A hosted run: in its host's memory (False: unloaded until its next call)."""
 
 
 class StatusReport(BaseModel):
@@ -38,66 +53,135 @@ class StatusReport(BaseModel):
     store: str | None = None
     address: str | None = None
     runs: list[RunStatusRow] = Field(default_factory=list)
+    """The page of runs asked for (``offset``, ``limit``, ``status``)."""
+    total: int = 0
+    """The runs that match ``status`` (every run when it is None)."""
+    offset: int = 0
+    limit: int = DEFAULT_LIMIT
+    status: str | None = None
+    counts: dict[str, int] = Field(default_factory=dict)
+    """Every run by status, whatever the filter."""
+    hosts: list[HostStatistics] = Field(default_factory=list)
+    """The run hosts (a live cluster only)."""
     pools: list[PoolStatus] = Field(default_factory=list)
     """The subagent pools with a replica up (a live cluster only)."""
 
 
-def _stored_runs(path: str) -> list[RunStatusRow]:
-    store = SqliteStore(path)
+def collect_status(*, store: str | None, address: str | None, offset: int = 0, limit: int = DEFAULT_LIMIT,
+                   status: str | None = None) -> StatusReport:
+    """The page of runs from ``offset`` (at most ``limit``, those with ``status`` when given)
+    of ``store`` and, with ``address``, of that cluster; ``ValueError`` for a bad page."""
+    query = check_query(offset, limit, status)
+    pools: list[PoolStatus] = []
+    if address is not None:
+        connect(address)
+    opened = SqliteStore(store) if store is not None else None
     try:
-        rows = []
-        for info in store.list_runs():
-            checkpoint, entries = store.load(info.name)
-            version = entries[-1].version if entries else checkpoint.version
-            agents = [{"agent_id": a.agent_id, **{k: a.record.get(k) for k in ("kind", "lifecycle", "updated_at")}}
-                      for a in store.list_agents(info.name)]
-            rows.append(RunStatusRow(name=info.name, source="store", version=version, state_type=info.state_type, agents=agents))
-        return rows
+        page = index_runs(opened, query, live=address is not None)
+        rows = _read_page(page, opened)
     finally:
-        store.close()
+        if opened is not None:
+            opened.close()
+    if address is not None:
+        pools = asyncio.run(pool_status())
+    return StatusReport(store=store, address=address, runs=rows, total=page.total, offset=page.offset, limit=page.limit,
+                        status=page.status, counts=page.counts, hosts=page.hosts, pools=pools)
 
 
-async def _live_runs() -> list[RunStatusRow]:
-    """Every live run, read through the public ``Orchestrator`` API (read-only handles)."""
+def _read_page(page: RunIndexPage, store: SqliteStore | None) -> list[RunStatusRow]:
+    """Each run of the page read in full: stored ones from the store, live loaded ones
+    through their orchestrator (concurrently)."""
+    stored = [r.name for r in page.runs if r.stored]
+    versions = store.last_versions(stored) if store is not None and stored else {}
+    attach = [r for r in page.runs if r.live and r.loaded is not False]
+    live = dict(zip([r.name for r in attach], asyncio.run(_live_reads(attach)))) if attach else {}
     rows = []
-    for name in Orchestrator.list_live():
-        try:
-            stats = await Orchestrator.attach(name).statistics()
-        except (OrchestratorNotFound, OrchestratorClosed):
-            continue  # closed between the listing and the read
-        except (RayError, ImportError) as exc:  # attaching loads the run's classes; report what failed
-            rows.append(RunStatusRow(name=name, source="live", version=-1, state_type="?", error=f"{type(exc).__name__}: {exc}"))
-            continue
-        rows.append(RunStatusRow(name=stats.name, source="live", version=stats.version, state_type=stats.state_type))
+    for run in page.runs:
+        row = RunStatusRow(name=run.name, source="live" if run.live else "store", status=run.status, stored=run.stored,
+                           host=run.host, loaded=run.loaded, state_type=run.state_type or "?",
+                           version=versions.get(run.name, run.version if run.version is not None else -1))
+        if run.name in live:
+            row = row.model_copy(update=live[run.name])
+        if run.stored and store is not None:
+            try:
+                row = row.model_copy(update={"agents": _agents(store, run.name)})
+            except Exception as exc:  # one damaged run must not hide the page: say what failed
+                row = row.model_copy(update={"error": row.error or f"{type(exc).__name__}: {exc}"})
+        rows.append(row)
     return rows
 
 
-def collect_status(*, store: str | None, address: str | None) -> StatusReport:
-    runs: list[RunStatusRow] = []
-    pools: list[PoolStatus] = []
-    if store is not None:
-        runs += _stored_runs(store)
-    if address is not None:
-        connect(address)
-        runs += asyncio.run(_live_runs())
-        pools = asyncio.run(pool_status())
-    return StatusReport(store=store, address=address, runs=runs, pools=pools)
+def _agents(store: SqliteStore, name: str) -> list[dict[str, Any]]:
+    return [{"agent_id": a.agent_id, **{k: a.record.get(k) for k in ("kind", "lifecycle", "updated_at")}}
+            for a in store.list_agents(name)]
+
+
+async def _live_reads(runs: list[IndexedRun]) -> list[dict[str, Any]]:
+    return list(await asyncio.gather(*(_live_read(r.name) for r in runs)))
+
+
+async def _live_read(name: str) -> dict[str, Any]:
+    """What a live run's orchestrator says (read-only handle), as updates of its row."""
+    try:
+        stats = await (await asyncio.to_thread(Orchestrator.attach, name)).statistics()
+    except (OrchestratorNotFound, OrchestratorClosed) as exc:
+        return {"error": f"closed while being read ({type(exc).__name__})"}
+    except (RayError, ImportError) as exc:  # attaching loads the run's classes; report what failed
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    return {"version": stats.version, "state_type": stats.state_type}
 
 
 def render_status(console: Console, report: StatusReport) -> None:
     if report.pools:
         _render_pools(console, report.pools)
+    if report.hosts:
+        _render_hosts(console, report.hosts)
     if not report.runs:
-        console.print("no runs found")
+        console.print(_empty_line(report), markup=False, highlight=False, soft_wrap=True)
         return
     table = Table(title="soloist runs")
-    for col in ("run", "source", "version", "state", "agents"):
+    for col in ("run", "source", "status", "host", "version", "state", "agents"):
         table.add_column(col)
     for r in report.runs:
         agents = ", ".join(f"{a['agent_id']} ({a.get('lifecycle') or '?'})" for a in r.agents) or "-"
         if r.error is not None:
             agents = f"cannot read: {r.error}"
-        table.add_row(r.name, r.source, str(r.version), r.state_type, agents)
+        host = r.host or "-"
+        if r.loaded is not None:
+            host += " (loaded)" if r.loaded else " (unloaded)"
+        table.add_row(r.name, r.source, r.status, host, str(r.version), r.state_type, agents)
+    console.print(table)
+    console.print(_page_line(report), markup=False, highlight=False, soft_wrap=True)
+
+
+def _counts_text(counts: dict[str, int]) -> str:
+    return ", ".join(f"{status} {n}" for status, n in counts.items()) or "none"
+
+
+def _page_line(report: StatusReport) -> str:
+    """``showing 101–150 of 20000 runs (use --offset/--limit); by status: ...``"""
+    first, last = report.offset + 1, report.offset + len(report.runs)
+    which = "runs" if report.status is None else f"runs with status {report.status}"
+    return (f"showing {first}–{last} of {report.total} {which} (use --offset/--limit); "
+            f"by status: {_counts_text(report.counts)}")
+
+
+def _empty_line(report: StatusReport) -> str:
+    every = sum(report.counts.values())
+    if every == 0:
+        return "no runs found"
+    which = "runs" if report.status is None else f"runs with status {report.status}"
+    return (f"no {which} from offset {report.offset}: there are {report.total} (use --offset/--limit); "
+            f"by status: {_counts_text(report.counts)}")
+
+
+def _render_hosts(console: Console, hosts: list[HostStatistics]) -> None:
+    table = Table(title="run hosts")
+    for col in ("host", "pid", "loaded", "unloaded", "activations", "unloads"):
+        table.add_column(col)
+    for h in hosts:
+        table.add_row(h.name + (" (restarted)" if h.restarted else ""), str(h.pid), str(h.loaded), str(h.unloaded),
+                      str(h.activations), str(h.unloads))
     console.print(table)
 
 

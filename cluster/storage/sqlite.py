@@ -305,6 +305,30 @@ class SqliteStore:
                 found.update(rows.fetchall())
         return found
 
+    def last_versions(self, runs: Sequence[str]) -> dict[str, int]:
+        """The last committed version of each of ``runs`` that is stored (absent names are left
+        out), in one read of a few index seeks per run: what ``load`` would end at, without
+        reading any state or journal payload (``soloist status`` shows a page of thousands).
+
+        Exit mode: entries kept in memory count too, and nothing is flushed."""
+        wanted = list(dict.fromkeys(runs))
+        found: dict[str, int] = {}
+        with self._read(snapshot=True) as conn:
+            for start in range(0, len(wanted), _IDS_PER_QUERY):
+                chunk = wanted[start : start + _IDS_PER_QUERY]
+                rows = conn.execute(
+                    "SELECT name, MAX(COALESCE((SELECT MAX(version) FROM journal WHERE run = runs.name), 0), "
+                    "COALESCE((SELECT MAX(version) FROM checkpoints WHERE run = runs.name), 0)) "
+                    f"FROM runs WHERE name IN ({','.join('?' * len(chunk))})",
+                    chunk,
+                )
+                found.update((name, int(version)) for name, version in rows.fetchall())
+        with self._lock:
+            for pending_run, entries, _rows in self._pending:
+                if pending_run in found and entries:
+                    found[pending_run] = max(found[pending_run], entries[-1].version)
+        return found
+
     def load(self, run: str) -> tuple[Checkpoint, list[JournalEntry]]:
         """The latest checkpoint and every later journal entry, in order; ``JournalGap`` on a hole."""
         self._drain_pending()

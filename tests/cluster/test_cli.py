@@ -99,6 +99,8 @@ def test_help_reads_well_and_exits_zero():
         (("run", "   ", "--root", "."), "the task is empty"),
         (("run", "find x", "--max-turns", "0"), "expected a number >= 1"),
         (("status", "--store", "/definitely/not/here.sqlite"), "no store at"),
+        (("status", "--limit", "0"), "argument --limit: expected a number >= 1, got 0"),
+        (("status", "--status", "finished"), "invalid choice: 'finished' (choose from 'running', 'waiting', 'complete'"),
         (("frobnicate",), "invalid choice"),
     ],
 )

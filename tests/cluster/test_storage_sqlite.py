@@ -101,6 +101,39 @@ def test_create_get_and_list_runs_round_trip(store: SqliteStore) -> None:
     assert (checkpoint.version, checkpoint.state, tail) == (0, {"x": 2}, [])
 
 
+def test_last_versions_of_many_runs_match_what_load_ends_at_without_reading_payloads(path: Path, store: SqliteStore) -> None:
+    for name in ("fresh", "busy", "compacted", "broken"):
+        store.create_run(info(name), {"n": 0})
+    store.append("busy", [entry(v) for v in range(1, 4)]).result()
+    store.append("compacted", [entry(v) for v in range(1, 6)]).result()
+    store.put_checkpoint("compacted", 5, {"n": 5})
+    store.compact("compacted")  # the journal is empty now: the version is the checkpoint's
+    store.append("broken", [entry(1), entry(2)]).result()
+    with sqlite3.connect(path) as conn:  # a payload nobody can parse: load fails, the version is still known
+        conn.execute("UPDATE journal SET payload = 'not json' WHERE run = 'broken'")
+    with pytest.raises(StoreCorrupted):
+        store.load("broken")
+    found = store.last_versions(["fresh", "busy", "compacted", "broken", "missing", "busy"])
+    assert found == {"fresh": 0, "busy": 3, "compacted": 5, "broken": 2}
+    assert found["compacted"] == store.load("compacted")[0].version
+    many = [f"run-{i:04d}" for i in range(1_200)]  # more names than one statement takes
+    for name in many:
+        store.create_run(info(name), {})
+    store.append("run-1100", [entry(1)]).result()
+    versions = store.last_versions(many)
+    assert len(versions) == 1_200 and versions["run-1100"] == 1 and versions["run-0000"] == 0
+
+
+def test_last_versions_count_entries_kept_in_memory_in_exit_mode(path: Path) -> None:
+    store = SqliteStore(path, durability="exit")
+    try:
+        store.create_run(info(), {})
+        store.append("run", [entry(1), entry(2)])
+        assert store.last_versions(["run"]) == {"run": 2}
+    finally:
+        store.close()
+
+
 def test_create_run_twice_raises_run_exists_naming_file(store: SqliteStore) -> None:
     store.create_run(info(), {})
     with pytest.raises(RunExists, match=f"'run' already exists in store {store.path}"):

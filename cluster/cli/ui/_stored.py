@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from cluster.cli.run_index import IndexedRun, RunIndexPage, RunQuery, index_runs
 from cluster.cli.ui.exceptions import RunNotFoundInUi
 from cluster.cli.ui.models import HistoryPage, RunRow
 from cluster.cli.ui.timeline import entry_from_journal, run_status
@@ -21,7 +22,7 @@ from cluster import process_registry
 from cluster.storage import Checkpoint, JournalEntry, RunInfo, SqliteStore, replay
 from coordinators import AgentState
 
-__all__ = ["StoredView", "has_run", "list_rows", "read_run", "history_page", "close_all"]
+__all__ = ["StoredView", "has_run", "index", "stored_row", "read_run", "history_page", "close_all"]
 
 _AGENT_STATE = f"{AgentState.__module__}.{AgentState.__qualname__}"
 
@@ -93,19 +94,21 @@ def _replay(path: str, info: RunInfo, checkpoint: Checkpoint, entries: list[Jour
                       "are listed in the timeline")
 
 
-def list_rows(path: str) -> dict[str, RunRow]:
-    rows: dict[str, RunRow] = {}
-    for info in _store(path).list_runs():
-        try:
-            view = read_run(path, info.name)
-        except Exception as exc:  # one damaged run must not hide the others: show its error
-            rows[info.name] = RunRow(name=info.name, status="stored", live=False, stored=True, version=0,
-                                     state_type=info.state_type, error=f"{type(exc).__name__}: {exc}")
-            continue
-        rows[info.name] = RunRow(name=info.name, status="stored", live=False, stored=True, stage=view.stage,
-                                 run_status=run_status(view.state),
-                                 version=view.version, last_change_at=view.last_change_at, state_type=view.state_type)
-    return rows
+def index(path: str | None, query: RunQuery, *, live: bool) -> RunIndexPage:
+    """The page of the run index ``query`` asks for (cheap reads: nothing of any run's journal)."""
+    return index_runs(_store(path) if path is not None else None, query, live=live)
+
+
+def stored_row(path: str, run: IndexedRun) -> RunRow:
+    """One stored run of a page, read in full (its state replayed); a run that cannot be read
+    is a row that says why, so one damaged run never hides the others."""
+    try:
+        view = read_run(path, run.name)
+    except Exception as exc:
+        return RunRow(name=run.name, status="stored", live=False, stored=True, version=0, state_type=run.state_type or "",
+                      error=f"{type(exc).__name__}: {exc}")
+    return RunRow(name=run.name, status="stored", live=False, stored=True, stage=view.stage, run_status=run_status(view.state),
+                  version=view.version, last_change_at=view.last_change_at, state_type=view.state_type)
 
 
 def history_page(path: str, name: str, before: int | None, limit: int) -> HistoryPage:

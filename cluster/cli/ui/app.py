@@ -26,7 +26,8 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from cluster.cli.ui.exceptions import ActionRefused, ActionsDisabled, BadToken, CrossSiteRequest, RunNotFoundInUi, UiError
-from cluster.cli.ui.models import ErrorBody, RunsPage, StateView
+from cluster.cli.run_index import DEFAULT_LIMIT, MAX_PAGE_LIMIT, check_query
+from cluster.cli.ui.models import ErrorBody, StateView
 from cluster.cli.ui.sampler import InFlightSampler
 from cluster.cli.ui.security import Guard
 from cluster.cli.ui.source import DEFAULT_PAGE, RunSource
@@ -190,11 +191,12 @@ def create_app(source: RunSource, guard: Guard, *, sampler: InFlightSampler | No
 
     @reads
     async def runs(request: Request) -> Response:
-        rows, pools = await asyncio.gather(source.list_runs(), source.pools())
-        for i, row in enumerate(rows):
-            if row.live:
-                rows[i] = row.model_copy(update={"in_flight": sampler.latest(row.name)})
-        return _json(RunsPage(runs=rows, store=source.store, actions=guard.allow_actions, pools=pools))
+        query = check_query(int_param(request, "offset", 0), int_param(request, "limit", DEFAULT_LIMIT),
+                            request.query_params.get("status") or None, max_limit=MAX_PAGE_LIMIT)
+        listed, pools = await asyncio.gather(source.list_runs(offset=query.offset, limit=query.limit, status=query.status),
+                                             source.pools())
+        rows = [row.model_copy(update={"in_flight": sampler.latest(row.name)}) if row.live else row for row in listed.runs]
+        return _json(listed.model_copy(update={"runs": rows, "actions": guard.allow_actions, "pools": pools}))
 
     @reads
     async def run(request: Request) -> Response:

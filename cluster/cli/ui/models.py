@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from actors import PoolStatus
+from actors import HostStatistics, PoolStatus
 
 __all__ = [
     "RunRow",
@@ -52,10 +52,27 @@ class RunRow(_Frozen):
     state_type: str = ""
     error: str | None = None
     """Set when the run could not be read (the rest is what was known)."""
+    host: str | None = None
+    """A live run's host actor, or ``dedicated`` (an actor process of its own)."""
+    loaded: bool | None = None
+    """A hosted run: in its host's memory (False: unloaded until its next call)."""
 
 
 class RunsPage(_Frozen):
+    """One page of the runs list (``offset``, ``limit``, ``status``); only these rows were read."""
+
     runs: list[RunRow]
+    total: int = 0
+    """The runs that match ``status`` (every run when it is None)."""
+    offset: int = 0
+    limit: int = 0
+    status: str | None = None
+    counts: dict[str, int] = Field(default_factory=dict)
+    """Every run by the status its driver recorded (``none``: no status), whatever the filter."""
+    statuses: list[str] = Field(default_factory=list)
+    """What ``status=`` accepts."""
+    hosts: list[HostStatistics] = Field(default_factory=list)
+    """The run hosts of the cluster (runs loaded and unloaded, activations, unloads)."""
     store: str | None = None
     actions: bool = False
     pools: list[PoolStatus] = []

@@ -19,11 +19,12 @@ import ray
 from actors import (Change, HistoryCompacted, Orchestrator, OrchestratorClosed, OrchestratorNotFound, PoolStatus,
                     answer_interrupt, effective_max_parallel, open_interrupts, pool_status)
 from cluster.cli.ui import _stored
-from cluster.cli.ui.models import ActionOutcome, HistoryPage, InterruptView, RunDetail, RunRow
+from cluster.cli.run_index import DEFAULT_LIMIT, NO_STATUS, RUN_STATUSES, IndexedRun, check_query
+from cluster.cli.ui.models import ActionOutcome, HistoryPage, InterruptView, RunDetail, RunRow, RunsPage
 from cluster.cli.ui.timeline import entry_from_change, reasoning_trail, run_status
 from cluster.cli.ui.exceptions import ActionRefused, RunNotFoundInUi
 
-__all__ = ["RunSource", "live_run_names"]
+__all__ = ["RunSource"]
 
 _log = logging.getLogger("soloist.ui")
 _LOG_EXTRA = {"component": "ui"}
@@ -34,11 +35,6 @@ MAX_PAGE = 1_000
 _TRAIL_SHOWN = 30  # the newest reasoning steps in the summary (the timeline has every version)
 
 
-def live_run_names() -> list[str]:
-    """The names of the orchestrators running on the connected cluster (blocking)."""
-    return Orchestrator.list_live()
-
-
 class RunSource:
     """Reads runs for the page and performs its actions.
 
@@ -47,8 +43,10 @@ class RunSource:
     owns (``soloist run --ui``), used for actions on those runs.
     """
 
-    def __init__(self, *, store: str | None = None, owners: dict[str, Orchestrator[Any]] | None = None) -> None:
+    def __init__(self, *, store: str | None = None, owners: dict[str, Orchestrator[Any]] | None = None,
+                 live: bool = True) -> None:
         self.store = store
+        self.live = live  # list the connected cluster's live runs and hosts (False: the store's runs only)
         self._owners: dict[str, Orchestrator[Any]] = dict(owners or {})
         self._readers: dict[str, Orchestrator[Any]] = {}  # read-only handles of live runs, by name
 
@@ -88,13 +86,32 @@ class RunSource:
 
     # -------------------------------------------------------------------- reads
 
-    async def list_runs(self) -> list[RunRow]:
-        names = await asyncio.to_thread(live_run_names)
-        stored = await asyncio.to_thread(_stored.list_rows, self.store) if self.store else {}
-        rows = await asyncio.gather(*(self._live_row(n, n in stored) for n in names))
-        out = list(rows)
-        out += [row for name, row in stored.items() if name not in names]
-        return sorted(out, key=lambda r: (not r.live, -(r.last_change_at or 0.0), r.name))
+    async def list_runs(self, *, offset: int = 0, limit: int = DEFAULT_LIMIT, status: str | None = None) -> RunsPage:
+        """``limit`` runs from ``offset`` (those whose driver recorded ``status``, when given),
+        with the count of every run by status and the run hosts; ``ValueError`` for a bad page.
+        Counting and filtering read the run index only (the store's run table, the hosts'
+        records); only the rows of the page are read in full."""
+        query = check_query(offset, limit, status)
+        page = await asyncio.to_thread(_stored.index, self.store, query, live=self.live)
+        rows = await asyncio.gather(*(self._row(run) for run in page.runs))
+        return RunsPage(runs=list(rows), total=page.total, offset=page.offset, limit=page.limit, status=page.status,
+                        counts=page.counts, statuses=list(RUN_STATUSES), hosts=page.hosts, store=self.store)
+
+    async def _row(self, run: IndexedRun) -> RunRow:
+        """One run of the page, read in full; an unloaded hosted run is not attached to (that
+        would load it): its host's record and the store (when it is stored there) say what it is."""
+        recorded = None if run.status == NO_STATUS else run.status
+        if run.live and run.loaded is not False:
+            row = await self._live_row(run.name, run.stored)
+        elif run.stored and self.store is not None:
+            row = await asyncio.to_thread(_stored.stored_row, self.store, run)
+            if run.live:  # held (unloaded) by its host: live, at the version the host last saw if it knows one
+                row = row.model_copy(update={"status": "live", "live": True,
+                                             "version": row.version if run.version is None else run.version})
+        else:
+            row = RunRow(name=run.name, status="live", live=True, stored=False, version=run.version or 0)
+        # the status in the state (a Run's record) when there is one, else the one recorded in the store
+        return row.model_copy(update={"host": run.host, "loaded": run.loaded, "run_status": row.run_status or recorded})
 
     async def pools(self) -> list[PoolStatus]:
         """The subagent pools with a replica up, when this page is connected to a cluster."""

@@ -91,13 +91,43 @@ async function postAction(path, body) {
 
 // ------------------------------------------------------------------ runs list
 
+const RUNS_PAGE = 50;  // runs per page: only the runs of the page are read by the server
+
+function where(run) {
+  const parts = [];
+  if (run.live) {
+    if (run.host === "dedicated") parts.push("live (dedicated)");
+    else if (run.host) parts.push("live on " + run.host + (run.loaded === false ? " (unloaded)" : run.loaded ? " (loaded)" : ""));
+    else parts.push("live");
+  }
+  if (run.stored) parts.push("store");
+  return parts.join(" + ");
+}
+
 async function showRuns(main) {
+  // the page of runs shown: kept in the address, so a reload (or a shared link) shows the same page
+  const params = new URLSearchParams(location.search);
+  const view = {
+    offset: Math.max(0, parseInt(params.get("offset") || "0", 10) || 0),
+    limit: RUNS_PAGE,
+    status: params.get("status") || "",
+  };
   clear(main).append(
     el("h1", { text: "Runs" }),
     el("p", { id: "runs-note", cls: "muted" }),
+    el("div", { id: "runs-controls", cls: "controls" },
+      el("label", {}, "status ", el("select", { id: "status-filter" }, el("option", { value: "", text: "all" }))), " ",
+      el("button", { id: "prev-page", type: "button", text: "← previous", disabled: true }), " ",
+      el("span", { id: "page-info", cls: "muted" }), " ",
+      el("button", { id: "next-page", type: "button", text: "next →", disabled: true })),
     el("table", { id: "runs-table" },
       el("thead", {}, el("tr", {}, ...["run", "status", "run status", "stage", "version", "last change", "in flight / cap", "where"].map(h => el("th", { text: h })))),
       el("tbody", { id: "runs-body" })),
+    el("h2", { text: "Run hosts" }),
+    el("p", { id: "hosts-note", cls: "muted" }),
+    el("table", { id: "hosts-table" },
+      el("thead", {}, el("tr", {}, ...["host", "pid", "loaded", "unloaded", "activations", "unloads"].map(h => el("th", { text: h })))),
+      el("tbody", { id: "hosts-body" })),
     el("h2", { text: "Subagent pools" }),
     el("p", { id: "pools-note", cls: "muted" }),
     el("table", { id: "pools-table" },
@@ -105,18 +135,69 @@ async function showRuns(main) {
       el("tbody", { id: "pools-body" })),
   );
   const body = document.getElementById("runs-body");
+  const hostsBody = document.getElementById("hosts-body");
+  const hostsNote = document.getElementById("hosts-note");
   const poolsBody = document.getElementById("pools-body");
   const poolsNote = document.getElementById("pools-note");
   const note = document.getElementById("runs-note");
+  const filter = document.getElementById("status-filter");
+  const prev = document.getElementById("prev-page");
+  const next = document.getElementById("next-page");
+  const info = document.getElementById("page-info");
+  let asked = 0;   // requests sent; an answer to an older one than the last shown is dropped
+  let shown = 0;
+
+  function go(offset, status) {
+    view.offset = Math.max(0, offset); view.status = status;
+    const query = new URLSearchParams();
+    if (view.offset) query.set("offset", String(view.offset));
+    if (view.status) query.set("status", view.status);
+    history.replaceState(null, "", location.pathname + (query.toString() ? "?" + query : ""));
+    refresh();
+  }
+  prev.onclick = () => go(view.offset - view.limit, view.status);
+  next.onclick = () => go(view.offset + view.limit, view.status);
+  filter.onchange = () => go(0, filter.value);
+
+  function renderFilter(page) {
+    const every = Object.values(page.counts).reduce((a, b) => a + b, 0);
+    if (filter.options.length !== page.statuses.length + 1) {
+      for (const status of page.statuses) filter.append(el("option", { value: status, text: status }));
+    }
+    filter.options[0].textContent = "all (" + every + ")";
+    for (const option of [...filter.options].slice(1)) {
+      option.textContent = option.value + " (" + (page.counts[option.value] || 0) + ")";
+    }
+    filter.value = view.status;
+  }
+
+  function renderPage(page) {
+    const first = page.runs.length ? page.offset + 1 : 0;
+    info.textContent = page.runs.length
+      ? "showing " + first + "–" + (page.offset + page.runs.length) + " of " + page.total + " runs"
+      : "no runs " + (page.total ? "from " + (page.offset + 1) + " (" + page.total + " in all)" : "here");
+    prev.disabled = page.offset <= 0;
+    next.disabled = page.offset + page.runs.length >= page.total;
+    body.setAttribute("data-offset", String(page.offset));
+    body.setAttribute("data-total", String(page.total));
+    body.setAttribute("data-filter", page.status || "");
+  }
+
   async function refresh() {
+    const mine = ++asked;
+    const query = new URLSearchParams({ offset: String(view.offset), limit: String(view.limit) });
+    if (view.status) query.set("status", view.status);
     try {
-      const page = await getJson("/api/runs");
+      const page = await getJson("/api/runs?" + query);
+      if (mine < shown) return;
+      shown = mine;
       setupTokenBox(page.actions);
-      note.textContent = page.runs.length ? (page.store ? "store: " + page.store : "live runs of the cluster") : "no runs yet";
+      note.textContent = page.total ? (page.store ? "store: " + page.store : "live runs of the cluster") : "no runs yet";
+      renderFilter(page);
+      renderPage(page);
       clear(body);
       for (const run of page.runs) {
-        const where = [run.live ? "live" : null, run.stored ? "store" : null].filter(Boolean).join(" + ");
-        body.append(el("tr", { "data-run": run.name, "data-status": run.status },
+        body.append(el("tr", { "data-run": run.name, "data-status": run.status, "data-run-status": run.run_status || "", "data-host": run.host || "" },
           el("td", {}, el("a", { href: runUrl(run.name), text: run.name })),
           el("td", {}, el("span", { cls: "badge " + run.status, text: run.status })),
           el("td", { text: run.run_status || "–" }),
@@ -124,7 +205,19 @@ async function showRuns(main) {
           el("td", { cls: "num version", text: run.version }),
           el("td", { text: fmtTime(run.last_change_at) }),
           el("td", { cls: "num", text: run.live ? (run.in_flight ?? 0) + " / " + (run.cap ?? "?") : "–" }),
-          el("td", { text: where + (run.error ? " (" + run.error + ")" : "") })));
+          el("td", { cls: "where", text: where(run) + (run.error ? " (" + run.error + ")" : "") })));
+      }
+      const hosts = page.hosts || [];
+      hostsNote.textContent = hosts.length ? "" : "no run host is up";
+      clear(hostsBody);
+      for (const host of hosts) {
+        hostsBody.append(el("tr", { "data-host": host.name },
+          el("td", { text: host.name + (host.restarted ? " (restarted)" : "") }),
+          el("td", { cls: "num", text: host.pid }),
+          el("td", { cls: "num loaded", text: host.loaded }),
+          el("td", { cls: "num unloaded", text: host.unloaded }),
+          el("td", { cls: "num activations", text: host.activations }),
+          el("td", { cls: "num unloads", text: host.unloads })));
       }
       const pools = page.pools || [];
       poolsNote.textContent = pools.length ? "" : "no subagent replica is up";
@@ -140,7 +233,7 @@ async function showRuns(main) {
           el("td", { cls: "num", text: pool.nodes.length })));
       }
     } catch (e) {
-      note.textContent = "cannot list runs: " + e.message;
+      if (mine >= shown) note.textContent = "cannot list runs: " + e.message;
     }
   }
   await refresh();
