@@ -4,7 +4,7 @@
 handoff (a no-op skill, under its own cap of 4); then all but a tenth of them wait (nobody calls
 them, as a run waiting for an approval) while the rest stay active. Measured from outside:
 
-- **run starts/s**: runs constructed from 32 threads at once, divided by the wall time;
+- **run starts/s**: runs constructed from 64 threads at once (a start is mostly waiting on its host), divided by the wall time;
 - **resident memory**: ``VmRSS`` of every Ray worker process (``/proc``), summed, before the
   runs, with every run loaded, and once the waiting runs were unloaded (their hosts report it):
   divided by the runs (open) and by the waiting runs (an upper bound: it includes the active
@@ -41,7 +41,7 @@ STARTS_TARGET = 500.0  # run starts per second
 WAITING_MB_TARGET = 1.0  # resident MB per waiting run
 CEILING_TARGET = 0.8  # summed applies against the raw async-actor ceiling of as many processes
 LATENCY_TARGET = 1.2  # a hosted run's latency against a dedicated run's
-_START_THREADS = 32
+_START_THREADS = 64
 _MB = 1024 * 1024
 
 

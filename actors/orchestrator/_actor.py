@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import dataclasses
 import hmac
 import inspect
@@ -112,16 +113,21 @@ class OrchestratorActor:
         self._restarted = actor_was_restarted() if hosting is None else hosting.restarted and not hosting.creating
         self._epoch: int | None = None  # the run's fencing epoch as this activation took it
         if self._store is not None:
+            self._activating: concurrent.futures.Future[int] | None = None
             try:
-                self._claim_run()
+                # Checked before claiming: taking a stored run up would supersede its writer.
                 if hosting is not None and hosting.creating and self._store.get_run(self._name) is not None:
                     raise ValueError(
                         f"the store already holds a run named {self._name!r}; use Orchestrator.attach({self._name!r}, store=...) "
                         "to resume it"
                     )
+                self._claim_run()
                 version, state, requests, changes, checkpoint_version = restore_or_create(
                     self._store, spec, restarted=None if hosting is None else not hosting.creating)
+                self._epoch = self._activating.result() if self._activating is not None else None
             except BaseException:
+                if self._activating is not None:
+                    concurrent.futures.wait([self._activating])  # settled before the run is let go
                 self._let_store_go()  # gives the claim up at once: this run never starts
                 raise
             self._committed = self._head = (version, state)
@@ -532,9 +538,9 @@ class OrchestratorActor:
                     self._log.warning("refused: %s", exc)
                     raise
                 self._log.info("waiting for the previous actor of this run to exit: %s", exc)
-        activate = getattr(self._store, "activate", None)
+        activate = getattr(self._store, "activate_async", None)
         if activate is not None:
-            self._epoch = activate(self._name, holder=holder)
+            self._activating = activate(self._name, holder=holder)  # awaited once the run is read
 
     def _check_token(self, token: str) -> None:
         if not hmac.compare_digest(str(token or ""), self._token):

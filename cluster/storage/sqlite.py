@@ -506,19 +506,25 @@ class SqliteStore:
         later activation (a host presumed dead, another driver) can never commit again
         (``WriterFenced``). The run need not be stored yet. ``holder`` is recorded for the
         error a superseded writer gets."""
+        epoch: int = self.activate_async(run, holder=holder).result()
+        return epoch
+
+    def activate_async(self, run: str, *, holder: dict[str, Any]) -> concurrent.futures.Future[int]:
+        """``activate`` without waiting: the future of the epoch. Writes queued after this call
+        are fenced with the new epoch, and join its transaction when they are queued before
+        it begins (a new run's activation and its creation then share one fsync)."""
         if self._closed:
             raise StoreClosed(path=self._file)
         record = dump_json(holder, "activation holder")
 
         def op(conn: sqlite3.Connection) -> int:
             row = conn.execute("SELECT epoch FROM activations WHERE run = ?", (run,)).fetchone()
-            epoch = (row[0] if row else 0) + 1
+            epoch = int((row[0] if row else 0) + 1)
             conn.execute("INSERT OR REPLACE INTO activations VALUES (?, ?, ?, ?)", (run, epoch, record, time.time()))
-            return int(epoch)
+            self._epochs[run] = epoch  # on the writer thread: the next queued write is fenced with it
+            return epoch
 
-        epoch: int = self._writer.submit(op).result()
-        self._epochs[run] = epoch
-        return epoch
+        return self._writer.submit(op)
 
     def deactivate(self, run: str) -> None:
         """Stop writing the run as its activation (unloaded or closed); the epoch stays, so the
