@@ -76,7 +76,7 @@ class RawState:
 
 async def _orchestrator_peaks(n: int) -> tuple[int, int, int]:
     """(empty peak, full peak, state JSON bytes) of a fresh orchestrator doing the work."""
-    orch = Orchestrator(AgentState(), name=run_name("mem"))
+    orch = Orchestrator(AgentState(), name=run_name("mem"), dedicated=True)  # a fresh process of its own
     try:
         await orch.apply(_record_pid)
         pid = int((await orch.snapshot()).conversation_state["bench_pid"])

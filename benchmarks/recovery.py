@@ -97,8 +97,10 @@ async def run(ctx: BenchContext) -> MeasureResult:
 
         def durable(prefix: str, every: int) -> Orchestrator[Journalled]:
             name = run_name(prefix)
+            # Dedicated: the measure SIGKILLs the run's process, and a host's would take every
+            # other run of the benchmark with it (many_runs measures hosts).
             return Orchestrator(Journalled(), name=name, store=os.path.join(tmp, f"{name}.db"), durability="batch",
-                                checkpoint_every=every)
+                                checkpoint_every=every, dedicated=True)
 
         runs = await start_runs(lambda: durable("recover-one", cfg.checkpoint_every), lambda: durable("recover-plain", 0),
                                 lambda: durable("recover-ckpt", cfg.checkpoint_every))

@@ -178,7 +178,9 @@ def _budget() -> Any:
         return _RemoteBudget.options(
             name=_BUDGET_NAME, namespace=SOLOIST_NAMESPACE, get_if_exists=True,
             lifetime="detached",  # shared by every driver; it holds nothing a restart would lose
-            max_restarts=-1, num_cpus=0,
+            # Calls wait for a restart (its node was lost) instead of failing: asking for a
+            # place again is harmless, places are counted from Ray's table.
+            max_restarts=-1, max_task_retries=-1, num_cpus=0,
         ).remote(_limit_from_env())
 
     return process_registry().replica_budget.get_or_create("budget", create)

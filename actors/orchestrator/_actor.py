@@ -398,15 +398,7 @@ class OrchestratorActor:
             return
         async with self._write_lock:
             await self._agents.close_all()  # recorded (and published) while the store is open
-            self._closed = True
-            self._log_of_changes.close()
-            if self._checkpoint_task is not None:
-                await self._checkpoint_task
-            if self._store is not None:
-                try:
-                    await self._run_io(self._final_checkpoint)
-                finally:
-                    await self._run_io(self._let_store_go)
+            await self._stop_writing()
         self._log.info("closed at version %d", self._committed[0])
         if self._hosting is None:
             self._fn_executor.shutdown(wait=False)
@@ -423,17 +415,22 @@ class OrchestratorActor:
         async with self._write_lock:
             if self._closed:
                 return self._committed[0]
-            self._closed = True
-            self._log_of_changes.close()
-            if self._checkpoint_task is not None:
-                await self._checkpoint_task
-            if self._store is not None:
-                try:
-                    await self._run_io(self._final_checkpoint)
-                finally:
-                    await self._run_io(self._let_store_go)
+            await self._stop_writing()
         self._log.info("unloaded at version %d", self._committed[0])
         return self._committed[0]
+
+    async def _stop_writing(self) -> None:
+        """Under the write lock: refuse writes from now on, end the change log, checkpoint the
+        last version and let the store go (closing and unloading alike)."""
+        self._closed = True
+        self._log_of_changes.close()
+        if self._checkpoint_task is not None:
+            await self._checkpoint_task
+        if self._store is not None:
+            try:
+                await self._run_io(self._final_checkpoint)
+            finally:
+                await self._run_io(self._let_store_go)
 
     async def abandon(self) -> None:
         """Stop at once without writing (a newer activation superseded this one: a checkpoint

@@ -24,6 +24,7 @@ import ctypes
 import ctypes.util
 import dataclasses
 import gc
+import inspect
 import logging
 import os
 import time
@@ -43,6 +44,13 @@ from cluster.storage import WriterFenced, open_store
 __all__ = ["RunHostActor", "HostedRunRecord", "HostStatistics", "Reload", "reload_of"]
 
 _log = logging.getLogger("soloist.host")
+# What a call may ask of a run: the orchestrator's remote surface, as a dedicated actor offers
+# it. Its own housekeeping (unloading, abandoning) is the host's to call, never a caller's.
+_HOST_ONLY = frozenset({"unload", "abandon", "idle"})
+_CALLABLE = frozenset(
+    name for name, value in vars(OrchestratorActor).items()
+    if not name.startswith("_") and name not in _HOST_ONLY and inspect.iscoroutinefunction(value)
+)
 _FN_THREADS = 4  # threads running runs' fns, shared by every run of the host
 _IO_THREADS = 16  # threads of store I/O and activations: a burst of new runs shares each fsync
 
@@ -172,6 +180,8 @@ class RunHostActor:
 
     async def call(self, run: str, reload: Reload | None, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Call ``method`` of the run's orchestrator, activating it first if it is not loaded."""
+        if method not in _CALLABLE:
+            raise AttributeError(f"an orchestrator has no remote method {method!r}; see actors.Orchestrator for what a run offers")
         self._keep()
         slot = self._slots.get(run)
         if slot is None:
@@ -187,7 +197,10 @@ class RunHostActor:
             if orchestrator is None or slot.lock.locked():  # (re)activating or unloading: wait for it
                 orchestrator = await self._reactivate(slot)
             try:
-                return await getattr(orchestrator, method)(*args, **kwargs)
+                result = await getattr(orchestrator, method)(*args, **kwargs)
+                if method == "close" and self._slots.get(run) is slot:
+                    self._forget(slot)  # closed by its owner: the run is no longer this host's
+                return result
             except WriterFenced:
                 # A newer activation holds the run: this one never writes again. The next call
                 # activates the run anew (superseding that one) from what the store holds.
@@ -201,9 +214,14 @@ class RunHostActor:
             slot.last_used = time.monotonic()
 
     async def drop_run(self, run: str) -> None:
-        """Forget a run that was closed (its orchestrator's ``close`` already ran)."""
-        slot = self._slots.pop(run, None)
-        if slot is not None and slot.run is not None:
+        """Forget a run that was closed (its orchestrator's ``close`` already ran); idempotent."""
+        slot = self._slots.get(run)
+        if slot is not None:
+            self._forget(slot)
+
+    def _forget(self, slot: _Slot) -> None:
+        self._slots.pop(slot.name, None)
+        if slot.run is not None:
             slot.run = None
             self._give_store(slot.reload)
         self._note_empty()
@@ -354,10 +372,7 @@ class RunHostActor:
         self._log.info("run %s: its driver exited; closing it", slot.name)
         if slot.run is not None:
             await slot.run.close(slot.token)
-            slot.run = None
-            self._give_store(slot.reload)
-        self._slots.pop(slot.name, None)
-        self._note_empty()
+        self._forget(slot)
 
     def _retire(self) -> None:
         self._log.info("no run for %.0fs; ending", self._retire_after_s)

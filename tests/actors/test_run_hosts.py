@@ -255,6 +255,18 @@ async def test_sigkill_of_the_hosts_mid_write_loses_no_acknowledged_write_across
         await asyncio.gather(*(r.close() for r in runs), return_exceptions=True)
 
 
+async def test_a_host_offers_only_a_runs_remote_methods_never_its_housekeeping() -> None:
+    orch = Orchestrator(Tally(), name="housekeeping")
+    host = ray.get_actor(run_host_name("housekeeping"), namespace=SOLOIST_NAMESPACE)
+    try:
+        for method in ("abandon", "unload", "_let_store_go", "__init__"):
+            with pytest.raises(ray.exceptions.RayTaskError, match=f"no remote method {method!r}"):
+                await host.call.remote("housekeeping", None, method, (), {})
+        assert await orch.apply(bump) == 1  # the run is untouched
+    finally:
+        await orch.close()
+
+
 async def test_a_closed_run_is_gone_from_its_host_and_refuses_calls(tmp_path: Path) -> None:
     orch = Orchestrator(Tally(), name="closed-on-host", store=str(tmp_path / "runs.sqlite"))
     reader = Orchestrator.attach("closed-on-host")
