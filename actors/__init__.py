@@ -92,7 +92,7 @@ from actors.exceptions import (
 )
 from actors.handoffs._permits import WarmPermits
 from actors.handoffs.api import Call, Result, handoff, parallel_handoff
-from actors.handoffs.pools import PoolStatistics, PoolStatus, pool_for, pool_status
+from actors.handoffs.pools import MAX_TRACKED_RUNS, PoolStatistics, PoolStatus, pool_for, pool_status
 from actors.handoffs.replica import ReplicaLoad
 from actors.handoffs.settings import HandoffSettings, HandoffTarget, effective_max_parallel
 from actors.orchestrator.changes import Change
@@ -130,6 +130,7 @@ __all__ = [
     "HandoffSettings", "HandoffTarget", "pool_for", "PoolStatistics", "WarmPermits", "effective_max_parallel",
     # pools
     "PoolPolicy", "ReplicaResources", "ScalingPools", "PoolConfigError", "ReplicaLoad", "PoolStatus", "pool_status",
+    "MAX_TRACKED_RUNS",
     # callers
     "PooledCaller", "DiscoversTools", "Interruptible", "DEFAULT_POOL", "RetiringPools", "DEFAULT_RETIRE_AFTER_S",
     "CompositeCaller", "OrchestratorCaller",

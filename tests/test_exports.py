@@ -42,7 +42,7 @@ EXPORTS: dict[str, dict[str, list[str]]] = {
         "how a pool grows and shrinks, what its replicas reserve, and what it is doing across the cluster "
         "(soloist status, the runs page)": [
             "PoolPolicy", "ReplicaResources", "ScalingPools", "PoolConfigError", "ReplicaLoad", "PoolStatus",
-            "pool_status"],
+            "pool_status", "MAX_TRACKED_RUNS"],
         "the one cap rule (requested -> effective), so a display of a run's cap (the runs page) computes it as "
         "the run does": ["effective_max_parallel"],
         "the pooled-caller protocol and the callers soloist ships": [

@@ -15,6 +15,11 @@ Why reuse never breaks the cap or fairness:
     start within one message latency of its arrival, never for longer.
   - in-flight bodies never exceed the leases this process holds, and the semaphore bounds
     held leases cluster-wide: caching changes how long a lease lives, not how many exist.
+
+A scope this process has not used for ``linger`` (nothing taken, held or idle) goes quiet:
+its two threads end (a replica serving thousands of runs' scopes keeps threads only for the
+scopes in use) and it counts as contended, so nothing is reused until the watch, started
+again by the next take, has heard that nobody waits.
 """
 
 from __future__ import annotations
@@ -66,6 +71,9 @@ class WarmPermits:
         self._contended = False
         self._reaper: threading.Thread | None = None
         self._watcher: threading.Thread | None = None
+        self._watch_generation = 0  # a watcher thread ends once this moved past its own
+        self._out = 0  # takes in progress and leases taken but not given back
+        self._last_used = time.monotonic()
         self._closed = threading.Event()
         # The watch thread's pending long poll, cancelled by ``close``: a process with a call of
         # its own still pending cannot exit (a replica retiring would hang in its exit).
@@ -92,7 +100,19 @@ class WarmPermits:
     async def take(self, limit: int) -> Lease:
         """A lease for a cap of ``limit``: a warm one if this process has a valid one and
         nobody waits, else a new one from the semaphore (in its FIFO order)."""
+        with self._lock:
+            self._out += 1
+            self._last_used = time.monotonic()
+        try:
+            return await self._take(limit)
+        except BaseException:
+            with self._lock:
+                self._out -= 1
+            raise
+
+    async def _take(self, limit: int) -> Lease:
         self._start_watch()
+        self._start_reaper()
         stale: list[Lease] = []
         warm: Lease | None = None
         with self._lock:
@@ -113,13 +133,14 @@ class WarmPermits:
     def give_back(self, lease: Lease, *, reuse: bool) -> None:
         """The work ``lease`` admitted has returned: keep it warm (``reuse``) or release it."""
         with self._lock:
+            self._out -= 1
+            self._last_used = time.monotonic()
             keep = reuse and not self._contended and not self._closed.is_set()
             if keep:
                 self._idle.append((lease, time.monotonic()))
-                if self._reaper is None:
-                    self._reaper = threading.Thread(target=self._reap_forever, name="soloist-warm-permits", daemon=True)
-                    self._reaper.start()
-        if not keep:
+        if keep:
+            self._start_reaper()
+        else:
             self._release(lease)
 
     def release_idle(self) -> int:
@@ -157,37 +178,56 @@ class WarmPermits:
             return
         with self._lock:
             if self._watcher is None:
-                self._watcher = threading.Thread(target=self._watch_forever, name="soloist-permit-watch", daemon=True)
+                self._watch_generation += 1
+                # Asked first with what the permits believe now: after a quiet spell (contended
+                # until heard), the first answer comes at once.
+                self._watcher = threading.Thread(target=self._watch_forever, args=(self._watch_generation, self._contended),
+                                                 name="soloist-permit-watch", daemon=True)
                 self._watcher.start()
 
-    def _watch_forever(self) -> None:
-        contended = False
-        while not self._closed.is_set():
+    def _start_reaper(self) -> None:
+        if self._reaper is not None:
+            return
+        with self._lock:
+            if self._reaper is None:
+                self._reaper = threading.Thread(target=self._reap_forever, name="soloist-warm-permits", daemon=True)
+                self._reaper.start()
+
+    def _watching(self, generation: int) -> bool:
+        return not self._closed.is_set() and self._watch_generation == generation
+
+    def _watch_forever(self, generation: int, contended: bool) -> None:
+        while self._watching(generation):
             try:
                 # A future, not ray.get: this thread runs in an async actor (a replica), where
                 # ray.get prints Ray's "blocking ray.get inside async actor" on the console.
                 ref = self._semaphore.watch_ref(contended)
                 with self._lock:
-                    closed = self._closed.is_set()
-                    if not closed:
+                    stopped = not self._watching(generation)
+                    if not stopped:
                         self._watch_pending = ref
-                if closed:
-                    # Closed while this poll was being sent: ``close`` saw nothing pending, so
-                    # cancel it here (left parked, it would hold up a retiring replica's exit).
+                if stopped:
+                    # Closed (or gone quiet) while this poll was being sent: nobody saw it
+                    # pending, so cancel it here (left parked, it would hold up a retiring
+                    # replica's exit).
                     _cancel_watch(ref)
                     return
                 contended = bool(ref.future().result())
                 with self._lock:
+                    if self._watch_generation != generation:
+                        return  # went quiet meanwhile: a newer watch decides
                     self._watch_pending = None
             except (ray.exceptions.RayError, CancelledFuture) as exc:
-                if self._closed.is_set():
-                    return  # closed while watching: its poll was cancelled
+                if not self._watching(generation):
+                    return  # closed or quiet while watching: its poll was cancelled
                 _log.info("semaphore %s: stopped watching for waiters: %s", self._semaphore.scope, exc, extra=_LOG_EXTRA)
                 with self._lock:
                     self._contended = True  # no reuse against a semaphore we cannot hear
                 self.release_idle()
                 return
             with self._lock:
+                if self._watch_generation != generation:
+                    return
                 self._contended = contended
             if contended:
                 self.release_idle()
@@ -195,12 +235,25 @@ class WarmPermits:
     def _reap_forever(self) -> None:
         while not self._closed.is_set():
             time.sleep(self._linger / 2)
-            cutoff = time.monotonic() - self._linger
+            now = time.monotonic()
+            cutoff = now - self._linger
+            pending = None
             with self._lock:
                 expired = [lease for lease, since in self._idle if since <= cutoff]
                 self._idle = [(lease, since) for lease, since in self._idle if since > cutoff]
+                quiet = not self._idle and not self._out and self._last_used <= cutoff
+                if quiet:
+                    # Unheard from now on: nothing is reused until a new watch hears again.
+                    self._contended = True
+                    self._watch_generation += 1
+                    self._watcher = self._reaper = None
+                    pending, self._watch_pending = self._watch_pending, None
             for lease in expired:
                 self._release(lease)
+            if quiet:
+                if pending is not None:
+                    _cancel_watch(pending)
+                return
 
 
 def _cancel_watch(ref: Any) -> None:

@@ -46,7 +46,7 @@ from cluster.process import Table, WeakIdMap, process_registry
 from cluster.replicas import acquire_replica_place, capacity_for, live_replica_names, nodes_for, replica_pool_of
 
 __all__ = ["SubagentPool", "pool_for", "PoolStatistics", "Picked", "track", "untrack", "retire_after_of",
-           "policy_of", "resources_of", "recreate_replica", "PoolStatus", "pool_status"]
+           "policy_of", "resources_of", "recreate_replica", "PoolStatus", "pool_status", "MAX_TRACKED_RUNS"]
 
 _log = logging.getLogger(__name__)
 _LOG_EXTRA = {"component": "subagent"}
@@ -486,9 +486,20 @@ def _caller_key(caller: Any) -> str:
     return key or caller.pool_key
 
 
+#: Runs of one caller that get its pools' replicas as managed-agent records. A pool is shared:
+#: recording each replica in every run that shares it costs a store write per run and replica
+#: (40,000 for 10,000 runs on a pool of 4); past this many runs, ``pool_status()`` (and
+#: ``soloist status``) is where the pool's replicas are seen.
+MAX_TRACKED_RUNS = 64
+
+
 def track(caller: Any, run: str, orchestrator_actor: Any) -> None:
-    """Record the pool replicas created in this process for ``caller`` as agents of ``run``."""
-    _TRACKERS.put((_caller_key(caller), run), orchestrator_actor)
+    """Record the pool replicas created in this process for ``caller`` as agents of ``run``
+    (for the first ``MAX_TRACKED_RUNS`` runs of the caller open in this process)."""
+    key = _caller_key(caller)
+    if _TRACKERS.get((key, run)) is None and len(_trackers_of(key)) >= MAX_TRACKED_RUNS:
+        return
+    _TRACKERS.put((key, run), orchestrator_actor)
 
 
 def untrack(run: str) -> None:

@@ -20,11 +20,11 @@ from actors import Orchestrator, SkillRegistry, handoff, parallel_handoff
 from actors import AgentNotFound, coordinator_config
 from actors import AgentConfig, IllegalLifecycleTransition
 from actors import Run, create_coordinator_actor
-from actors import pool_for
+from actors import MAX_TRACKED_RUNS, pool_for, pool_status
 from cluster.cli import collect_status
 from cluster.storage import SqliteStore
 from coordinators import AgentState, ContextSnapshot, CoordinatorResult, TransitionBatch
-from tests._waits import HANG_GUARD_S
+from tests._waits import HANG_GUARD_S, eventually
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 
@@ -199,3 +199,22 @@ async def test_after_a_crash_agents_are_recreated_lazily_once_from_their_records
             await orch.agent_handle("coordinator:nope")
     finally:
         await orch.close()
+
+
+async def test_a_pool_shared_by_many_runs_records_its_replicas_in_the_first_runs_only() -> None:
+    skills = SkillRegistry(replicas=1)
+
+    @skills.skill("shared_echo")
+    def echo(inp: EchoIn) -> EchoIn:
+        return inp
+
+    runs = [Orchestrator(AgentState(), name=f"sharing-{i}", caller=skills) for i in range(MAX_TRACKED_RUNS + 2)]
+    try:
+        await pool_for(skills, "shared_echo").start_all()  # one replica, reported to the tracked runs
+        for orch in runs[:MAX_TRACKED_RUNS]:
+            await eventually(orch.agents, lambda agents: len(agents) == 1, f"{orch.name} to record the replica")
+        # Every report was sent before the last tracked run had it: the others were sent none.
+        assert [await orch.agents() for orch in runs[MAX_TRACKED_RUNS:]] == [[], []]
+        assert [p.replicas for p in await pool_status() if p.skill == "shared_echo"] == [1]  # the pool, seen once
+    finally:
+        await asyncio.gather(*(orch.close() for orch in runs))
