@@ -39,6 +39,7 @@ from actors.orchestrator._actor import Hosting, OrchestratorActor
 from actors.orchestrator._recovery import stored_run_spec
 from actors.orchestrator.spec import RunSpec
 from cluster.connect import actor_was_restarted, ended_jobs
+from cluster.semaphore import ClusterSemaphore
 from cluster.storage import WriterFenced, open_store
 
 __all__ = ["RunHostActor", "HostedRunRecord", "HostStatistics", "Reload", "reload_of"]
@@ -125,6 +126,7 @@ class _Slot:
     lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)  # activation and unloading
     run: OrchestratorActor | None = None
     token: str = ""  # the owner's token, kept to close the run when its driver exits
+    scope: str = ""  # the run's semaphore scope, left when the host closes the run itself
     calls: int = 0
     last_used: float = dataclasses.field(default_factory=time.monotonic)
     version: int | None = None
@@ -287,7 +289,7 @@ class RunHostActor:
         except BaseException:
             self._give_store(slot.reload)
             raise
-        slot.run, slot.token = orchestrator, spec.token
+        slot.run, slot.token, slot.scope = orchestrator, spec.token, spec.semaphore_scope
         slot.version = await orchestrator.version()
         self._counts["activations"] += 1
         return orchestrator
@@ -373,6 +375,10 @@ class RunHostActor:
         if slot.run is not None:
             await slot.run.close(slot.token)
         self._forget(slot)
+        if slot.scope:
+            # As its owner's close() would: the scope's table goes once no run uses it (the
+            # scope watches the host's liveness, and the host outlives the driver).
+            await ClusterSemaphore.leave_run(slot.scope, slot.name)
 
     def _retire(self) -> None:
         self._log.info("no run for %.0fs; ending", self._retire_after_s)
