@@ -8,6 +8,7 @@ has the status ``STATUSES[i % len(STATUSES)]`` in its metadata (None: no status 
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -67,3 +68,23 @@ def break_run(path: Path, i: int) -> None:
         conn.execute("INSERT OR REPLACE INTO requests VALUES (?, 'broken', 1)", (name,))
         conn.execute("INSERT OR REPLACE INTO agents VALUES (?, 'coordinator:a', 'not json {', ?, 1)", (name, BASE_TIME))
     conn.close()
+
+
+BIG = 20_000
+"""Runs in the big store of the paging tests (one with 3 versions, see ``big_store``)."""
+
+
+def big_store(directory: Path) -> Path:
+    """A store of ``BIG`` runs in ``directory``: run 19,870 has 3 versions, the others none."""
+    path = directory / "runs.sqlite"
+    make_store(path, BIG, versions={19_870: 3})
+    return path
+
+
+def copy_of(store: Path, directory: Path, *, broken: int | None = None) -> Path:
+    """A copy of ``store`` a test may damage; with ``broken``, that run cannot be read in full."""
+    path = directory / "runs.sqlite"
+    shutil.copy(store, path)
+    if broken is not None:
+        break_run(path, broken)
+    return path

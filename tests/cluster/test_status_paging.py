@@ -4,31 +4,26 @@ the count of every run by status; only the runs of the page are read in full."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 from cluster.cli import collect_status, main, render_status
-from tests._many_runs import break_run, expected_counts, make_store, name_of, status_of
+from tests._many_runs import BIG, big_store, break_run, copy_of, expected_counts, name_of, status_of
 
-COUNT = 20_000
+COUNT = BIG
 
 
 @pytest.fixture(scope="module")
 def many(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("many") / "runs.sqlite"
-    make_store(path, COUNT, versions={19_870: 3})
-    return path
+    return big_store(tmp_path_factory.mktemp("many"))
 
 
 @pytest.fixture
 def copy(many: Path, tmp_path: Path) -> Path:
     """A copy of the big store that a test may damage."""
-    path = tmp_path / "runs.sqlite"
-    shutil.copy(many, path)
-    return path
+    return copy_of(many, tmp_path)
 
 
 def test_page_three_lists_the_right_runs_newest_first_with_the_total(many: Path) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -24,12 +23,12 @@ from actors import Orchestrator, host_statistics, hosted_runs, run_host_name
 from cluster.cli import collect_status, render_status
 from cluster.cli.ui import RunSource, UiServer
 from coordinators import AgentState
-from tests._many_runs import break_run, expected_counts, make_store, name_of, status_of
+from tests._many_runs import BIG, big_store, copy_of, expected_counts, make_store, name_of, status_of
 from tests._waits import HANG_GUARD_S, eventually
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 
-COUNT = 20_000
+COUNT = BIG
 
 
 def _get(url: str) -> tuple[int, Any]:
@@ -63,18 +62,13 @@ def listed(driver: Any) -> list[str]:
 
 @pytest.fixture(scope="module")
 def many(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("many") / "runs.sqlite"
-    make_store(path, COUNT, versions={19_870: 3})
-    return path
+    return big_store(tmp_path_factory.mktemp("many"))
 
 
 @pytest.fixture
 def damaged(many: Path, tmp_path: Path) -> Path:
     """A copy of the big store in which run 5 (on the last page) cannot be read in full."""
-    path = tmp_path / "runs.sqlite"
-    shutil.copy(many, path)
-    break_run(path, 5)
-    return path
+    return copy_of(many, tmp_path, broken=5)
 
 
 async def test_the_api_answers_page_three_with_the_total_and_reads_only_the_runs_on_it(damaged: Path) -> None:
