@@ -36,6 +36,7 @@ from actors.agents.registry import AgentRegistry
 from actors.exceptions import HistoryCompacted, OrchestratorClosed, VersionConflict, WriteRefused
 from actors.handoffs.pools import recreate_replica
 from actors.orchestrator._change_log import ChangeLog
+from actors.orchestrator._inbox import inbox_of
 from actors.orchestrator._history import read_history, retention_floor, state_at
 from actors.orchestrator._json_clean import clean_json
 from actors.orchestrator._recovery import journal_entry, restore_or_create
@@ -291,7 +292,7 @@ class OrchestratorActor:
                         continue
                     seen.add(write.request_id)
                     fresh.append(write)
-                outcomes = await loop.run_in_executor(self._fn_executor, _run_fns, [w.fn for w in fresh], self._head[1])
+                outcomes = await inbox_of(loop).run_in(self._fn_executor, _run_fns, [w.fn for w in fresh], self._head[1])
                 staged: list[tuple[_FnWrite, BaseModel, BaseModel]] = []
                 previous = self._head[1]
                 for write, outcome in zip(fresh, outcomes):
@@ -621,7 +622,7 @@ class OrchestratorActor:
             acks.append((version, new_state, change, None))
         if self._store is None or not entries:
             return acks
-        durable = asyncio.wrap_future(self._store.append(self._name, entries))
+        durable = inbox_of(asyncio.get_running_loop()).future_of(self._store.append(self._name, entries))
         for version, *_ in acks:
             self._staged[version] = durable
         return [(version, state, change, durable) for version, state, change, _ in acks]

@@ -14,6 +14,7 @@ going to the host with the run's name and where it is stored.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import time
@@ -27,7 +28,7 @@ from actors.orchestrator.spec import RunSpec
 from cluster.connect import SOLOIST_NAMESPACE, wait_ref
 from cluster.process import process_registry
 
-__all__ = ["HOST_PREFIX", "HostedActor", "HostSettings", "host_settings", "host_name_for", "open_hosted", "hosted_handle"]
+__all__ = ["HOST_PREFIX", "HostedActor", "HostSettings", "host_settings", "host_name_for", "open_hosted", "open_hosted_async", "hosted_handle"]
 
 HOST_PREFIX = "soloist:host:"
 _RemoteHost = ray.remote(RunHostActor)
@@ -155,6 +156,22 @@ def open_hosted(spec: RunSpec, owner_job: str | None) -> HostedActor:
     hosted = HostedActor(spec.name, reload_of(spec), host_name_for(spec.name, settings.count))
     _with_live_host(hosted, lambda host: wait_ref(host.open_run.remote(spec, owner_job, settings.max_runs)))
     return hosted
+
+
+async def open_hosted_async(spec: RunSpec, owner_job: str | None) -> HostedActor:
+    """``open_hosted`` for code on an event loop: the same start, awaited."""
+    settings = host_settings()
+    hosted = HostedActor(spec.name, reload_of(spec), host_name_for(spec.name, settings.count))
+    deadline = time.monotonic() + _RETRY_SECONDS
+    while True:
+        try:
+            await hosted.host().open_run.remote(spec, owner_job, settings.max_runs)
+            return hosted
+        except ray.exceptions.ActorDiedError:  # the host retired meanwhile: start it again
+            if time.monotonic() > deadline:
+                raise
+            hosted.forget_host()
+            await asyncio.sleep(0.05)
 
 
 def hosted_handle(run: str, reload: Reload | None = None) -> HostedActor | None:

@@ -15,7 +15,7 @@ import secrets
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator
 from typing import Any, Callable, Concatenate, Generic, ParamSpec, TypeVar
 
 import ray
@@ -46,7 +46,7 @@ from actors.orchestrator._launch import (
     translate_creation_error,
     writer_elsewhere,
 )
-from actors.orchestrator._placement import HostedActor, hosted_handle, open_hosted
+from actors.orchestrator._placement import HostedActor, hosted_handle, open_hosted, open_hosted_async
 from actors.orchestrator.hosts import hosted_runs
 from actors.orchestrator._host import Reload
 from actors.orchestrator._recovery import stored_run_spec
@@ -101,13 +101,92 @@ def _explain_pickling_failure(exc: BaseException, *, initial: BaseModel, caller:
             raise NotPicklable(message) from exc
 
 
+def _new_run_spec(
+    initial: BaseModel,
+    *,
+    caller: ToolCaller | None,
+    name: str | None,
+    store: str | Store | None,
+    durability: str,
+    max_parallel: int,
+    semaphore_scope: str | None,
+    checkpoint_every: int,
+    keep_versions: int | None,
+    keep_days: float | None,
+    dedicated: bool,
+    unload_after_s: float | None,
+    metadata: dict[str, Any] | None,
+) -> RunSpec:
+    """Check a new run's arguments (``ValueError``/``TypeError`` naming the bad one) and build
+    its spec; connects to Ray first when nothing is connected."""
+    _check_state(initial)
+    if not isinstance(dedicated, bool):
+        raise TypeError(f"dedicated must be True or False, got {dedicated!r}")
+    if unload_after_s is not None and (isinstance(unload_after_s, bool) or not isinstance(unload_after_s, (int, float))
+                                       or not unload_after_s > 0):
+        raise ValueError(f"unload_after_s must be a number of seconds > 0 or None (the host's default), got {unload_after_s!r}")
+    if durability not in DURABILITY_MODES:
+        raise ValueError(f"durability must be one of {', '.join(map(repr, DURABILITY_MODES))}, got {durability!r}")
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise ValueError(f"name must be a non-empty string or None, got {name!r}")
+    if semaphore_scope is not None and (not isinstance(semaphore_scope, str) or not semaphore_scope.strip()):
+        raise ValueError(f"semaphore_scope must be a non-empty string or None, got {semaphore_scope!r}")
+    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int) or checkpoint_every < 0:
+        raise ValueError(f"checkpoint_every must be an int >= 0 (0 disables checkpoints), got {checkpoint_every!r}")
+    _check_max_parallel(max_parallel)
+    _check_retention(keep_versions, keep_days)
+    if caller is not None and not callable(getattr(caller, "call_tool", None)):
+        raise TypeError(f"caller must implement the ToolCaller protocol (async call_tool(name, arguments)), got {type(caller).__name__}")
+    ensure_connected()
+    run_name = name or f"run-{uuid.uuid4().hex[:12]}"
+    # A hosted run's store is opened (and checked) by its host, which holds it open for
+    # every run of that file; a dedicated actor's is checked here first.
+    store_spec = prepare_store(store, run_name, durability, creating=True) if dedicated else store_location(store)
+    return RunSpec(
+        name=run_name,
+        named=name is not None,
+        token=secrets.token_urlsafe(32),
+        initial=initial,
+        store=store_spec,
+        durability=durability,  # type: ignore[arg-type]
+        max_parallel=max_parallel,
+        caller=caller,
+        # Not derived from the run's name: subagents get the scope, never the name.
+        semaphore_scope=semaphore_scope or f"orch-{secrets.token_hex(8)}",
+        checkpoint_every=checkpoint_every,
+        keep_versions=keep_versions,
+        keep_days=keep_days,
+        unload_after_s=unload_after_s,
+        metadata=metadata or {},
+    )
+
+
+def _owner_job(detached: bool) -> str | None:
+    """The job whose end closes a hosted run (None: a detached run outlives its driver)."""
+    return None if detached else current_job_id()
+
+
+@contextlib.contextmanager
+def _starting(spec: RunSpec) -> Iterator[None]:
+    """Around starting a run's actor: Ray's wrapping of a creation error unwrapped, and a
+    spec Ray could not pickle explained by naming the culprit."""
+    try:
+        yield
+    except ray.exceptions.RayTaskError as exc:
+        raise translate_creation_error(exc, spec.name) from None
+    except Exception as exc:  # Ray could not pickle the spec: name the culprit, or re-raise as is
+        _explain_pickling_failure(exc, initial=spec.initial, caller=spec.caller)
+        raise
+
+
 class Orchestrator(Generic[S]):
     """Owns a run's typed state through one actor: the only writer.
 
     ``initial`` is any pydantic model instance. ``store`` is a SQLite file path (or a store
     object); None keeps the state in memory only. ``durability`` is ``"sync"``, ``"batch"``
     or ``"exit"``. ``name`` makes the run findable by ``Orchestrator.attach`` from other
-    processes. The constructor is synchronous and starts an embedded Ray on first use.
+    processes. The constructor is synchronous and starts an embedded Ray on first use;
+    ``await Orchestrator.open(...)`` takes the same arguments, for code on an event loop.
     ``keep_versions`` / ``keep_days`` set the retention window of a durable run's journal:
     checkpoint compaction keeps at least the last N versions / the last D days readable by
     ``history`` and ``fork`` (with both, the stricter wins; both None keeps everything).
@@ -138,60 +217,57 @@ class Orchestrator(Generic[S]):
         unload_after_s: float | None = None,
         _metadata: dict[str, Any] | None = None,
     ) -> None:
-        _check_state(initial)
-        if not isinstance(dedicated, bool):
-            raise TypeError(f"dedicated must be True or False, got {dedicated!r}")
-        if unload_after_s is not None and (isinstance(unload_after_s, bool) or not isinstance(unload_after_s, (int, float))
-                                           or not unload_after_s > 0):
-            raise ValueError(f"unload_after_s must be a number of seconds > 0 or None (the host's default), got {unload_after_s!r}")
-        if durability not in DURABILITY_MODES:
-            raise ValueError(f"durability must be one of {', '.join(map(repr, DURABILITY_MODES))}, got {durability!r}")
-        if name is not None and (not isinstance(name, str) or not name.strip()):
-            raise ValueError(f"name must be a non-empty string or None, got {name!r}")
-        if semaphore_scope is not None and (not isinstance(semaphore_scope, str) or not semaphore_scope.strip()):
-            raise ValueError(f"semaphore_scope must be a non-empty string or None, got {semaphore_scope!r}")
-        if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int) or checkpoint_every < 0:
-            raise ValueError(f"checkpoint_every must be an int >= 0 (0 disables checkpoints), got {checkpoint_every!r}")
-        _check_max_parallel(max_parallel)
-        _check_retention(keep_versions, keep_days)
-        if caller is not None and not callable(getattr(caller, "call_tool", None)):
-            raise TypeError(f"caller must implement the ToolCaller protocol (async call_tool(name, arguments)), got {type(caller).__name__}")
-        ensure_connected()
-        run_name = name or f"run-{uuid.uuid4().hex[:12]}"
-        # A hosted run's store is opened (and checked) by its host, which holds it open for
-        # every run of that file; a dedicated actor's is checked here first.
-        store_spec = prepare_store(store, run_name, durability, creating=True) if dedicated else store_location(store)
-        spec = RunSpec(
-            name=run_name,
-            named=name is not None,
-            token=secrets.token_urlsafe(32),
-            initial=initial,
-            store=store_spec,
-            durability=durability,  # type: ignore[arg-type]
-            max_parallel=max_parallel,
-            caller=caller,
-            # Not derived from the run's name: subagents get the scope, never the name.
-            semaphore_scope=semaphore_scope or f"orch-{secrets.token_hex(8)}",
-            checkpoint_every=checkpoint_every,
-            keep_versions=keep_versions,
-            keep_days=keep_days,
-            unload_after_s=unload_after_s,
-            metadata=_metadata or {},
+        spec = _new_run_spec(
+            initial, caller=caller, name=name, store=store, durability=durability, max_parallel=max_parallel,
+            semaphore_scope=semaphore_scope, checkpoint_every=checkpoint_every, keep_versions=keep_versions,
+            keep_days=keep_days, dedicated=dedicated, unload_after_s=unload_after_s, metadata=_metadata,
         )
-        try:
-            if dedicated:
-                handle = start_actor(spec, detached=detached)
-            else:
-                handle = open_hosted(spec, owner_job=None if detached else current_job_id())
-        except ray.exceptions.RayTaskError as exc:
-            raise translate_creation_error(exc, run_name) from None
-        except Exception as exc:  # Ray could not pickle the spec: name the culprit, or re-raise as is
-            _explain_pickling_failure(exc, initial=initial, caller=caller)
-            raise
-        self._bind(handle, spec.described(), spec.token, durable=store_spec is not None)
+        with _starting(spec):
+            handle = start_actor(spec, detached=detached) if dedicated else open_hosted(spec, owner_job=_owner_job(detached))
+        self._bind(handle, spec.described(), spec.token, durable=spec.store is not None)
         if dedicated:
             self._wait_ready()
         self._track_agents()
+
+    @classmethod
+    async def open(
+        cls,
+        initial: S,
+        *,
+        caller: ToolCaller | None = None,
+        name: str | None = None,
+        store: str | Store | None = None,
+        durability: str = "sync",
+        max_parallel: int = DEFAULT_MAX_PARALLEL,
+        semaphore_scope: str | None = None,
+        checkpoint_every: int = 1_000,
+        detached: bool = False,
+        keep_versions: int | None = DEFAULT_KEEP_VERSIONS,
+        keep_days: float | None = None,
+        dedicated: bool = False,
+        unload_after_s: float | None = None,
+    ) -> "Orchestrator[S]":
+        """Start a run from code on an event loop: the constructor's arguments, the same run,
+        the same errors. It awaits the run's host instead of blocking a thread, so one loop
+        starts many runs at once (``asyncio.gather``) and their creations share group commits.
+        A ``dedicated`` run starts its own process (seconds): that start runs on a thread."""
+        kwargs: dict[str, Any] = dict(
+            caller=caller, name=name, store=store, durability=durability, max_parallel=max_parallel,
+            semaphore_scope=semaphore_scope, checkpoint_every=checkpoint_every, detached=detached,
+            keep_versions=keep_versions, keep_days=keep_days, dedicated=dedicated, unload_after_s=unload_after_s,
+        )
+        if dedicated:
+            return await asyncio.to_thread(lambda: cls(initial, **kwargs))
+        if not ray.is_initialized():
+            await asyncio.to_thread(ensure_connected)  # an embedded Ray starts in seconds: not on the loop
+        del kwargs["detached"]
+        spec = _new_run_spec(initial, metadata=None, **kwargs)
+        with _starting(spec):
+            handle = await open_hosted_async(spec, owner_job=_owner_job(detached))
+        self = cls.__new__(cls)
+        self._bind(handle, spec.described(), spec.token, durable=spec.store is not None)
+        self._track_agents()
+        return self
 
     # ------------------------------------------------------------ construction
 

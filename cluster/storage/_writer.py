@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ._gate import WriteGate
 from ._schema import translate
 from .exceptions import StoreClosed, StoreError
 
@@ -43,12 +44,19 @@ class GroupCommitWriter:
     """Owns the write connection of one store file on a background thread."""
 
     def __init__(
-        self, path: str, connect: Callable[[], sqlite3.Connection], *, after_group: Callable[[], None] | None = None
+        self,
+        path: str,
+        connect: Callable[[], sqlite3.Connection],
+        *,
+        after_group: Callable[[], None] | None = None,
+        gate: WriteGate | None = None,
     ) -> None:
         """Start the thread; raise the ``StoreError`` of ``connect`` if it cannot open.
-        ``after_group`` runs on the thread after each transaction ends (committed or not)."""
+        ``after_group`` runs on the thread after each transaction ends (committed or not);
+        ``gate``, when given, is held for each transaction that writes."""
         self._path = path
         self._after_group = after_group
+        self._gate = gate
         self._queue: queue.SimpleQueue[_Op] = queue.SimpleQueue()
         self._lock = threading.Lock()  # makes "closed" and "queued" one step for submitters
         self._closed = False  # once True, nothing more is queued; _STOP is last in the queue
@@ -109,9 +117,35 @@ class GroupCommitWriter:
 
     def _commit_group(self, conn: sqlite3.Connection, ops: list[_Op]) -> None:
         """Run ``ops`` in one transaction (a savepoint each), commit, resolve their futures."""
+        writes = any(op.fn for op in ops)
+        if writes and self._gate is not None:
+            self._gate.enter()
+        try:
+            outcomes = self._run_group(conn, ops, writes)
+        finally:
+            if writes and self._gate is not None:
+                self._gate.leave()
+        if outcomes is None:
+            return
+        committed = sum(1 for op, _, failure in outcomes if failure is None and op.fn is not None)
+        if committed:
+            self.commits += committed
+            self.fsync_batches += 1
+            logger.debug("committed %d operations in one transaction", committed, extra=_LOG)
+        for op, result, failure in outcomes:
+            if failure is None:
+                op.future.set_result(result)
+            else:
+                op.future.set_exception(failure)
+
+    def _run_group(
+        self, conn: sqlite3.Connection, ops: list[_Op], writes: bool
+    ) -> list[tuple[_Op, Any, StoreError | None]] | None:
+        """The transaction of ``_commit_group``: each op's outcome, or None when the
+        transaction itself failed (then every op's future has failed already)."""
         outcomes: list[tuple[_Op, Any, StoreError | None]] = []
         try:
-            if any(op.fn for op in ops):
+            if writes:
                 conn.execute("BEGIN IMMEDIATE")
             for op in ops:
                 if op.fn is None:
@@ -135,17 +169,8 @@ class GroupCommitWriter:
             self._rollback(conn)
             for op in ops:
                 op.future.set_exception(error)
-            return
-        committed = sum(1 for op, _, failure in outcomes if failure is None and op.fn is not None)
-        if committed:
-            self.commits += committed
-            self.fsync_batches += 1
-            logger.debug("committed %d operations in one transaction", committed, extra=_LOG)
-        for op, result, failure in outcomes:
-            if failure is None:
-                op.future.set_result(result)
-            else:
-                op.future.set_exception(failure)
+            return None
+        return outcomes
 
     def _rollback(self, conn: sqlite3.Connection) -> None:
         """Roll back an open transaction after a failure; a failing rollback is logged."""

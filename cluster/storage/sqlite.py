@@ -29,6 +29,7 @@ from ._schema import (
     validate_file,
 )
 from ._claims import WriterClaim, claim, lock_briefly, unlock
+from ._gate import WriteGate
 from ._writer import GroupCommitWriter
 from .base import (
     KEEP_CHECKPOINTS,
@@ -91,6 +92,7 @@ class SqliteStore:
         self._lock = threading.Lock()  # guards _closed, _pending and _readers
         self._closed = False  # set once by close(); reads and writes then raise StoreClosed
         self._pending: list[tuple[str, list[JournalEntry], list[tuple[Any, ...]]]] = []  # exit mode
+        self._draining: list[concurrent.futures.Future[Any]] = []  # exit mode: drained, maybe not yet written
         self._readers: list[sqlite3.Connection] = []  # every thread's read connection
         self._local = threading.local()
         self._claims: dict[str, WriterClaim] = {}  # runs this store writes as their one writer
@@ -104,9 +106,15 @@ class SqliteStore:
                 os.makedirs(os.path.dirname(self._file), exist_ok=True)
             except OSError as exc:
                 raise StoreReadOnly(path=self._file, problem=f"cannot create directory: {exc}") from exc
-        self._writer = GroupCommitWriter(
-            self._file, lambda: open_writer(self._file, _open_connection), after_group=self._unlock_brief
-        )
+        self._gate = WriteGate(self._file)
+        try:
+            self._writer = GroupCommitWriter(
+                self._file, lambda: open_writer(self._file, _open_connection), after_group=self._unlock_brief,
+                gate=self._gate,
+            )
+        except BaseException:
+            self._gate.close()
+            raise
         atexit.register(self.close)
         logger.info(
             "opened store %s (%s, durability=%s)", self._file, "existing" if existing else "new", durability, extra=_LOG
@@ -463,6 +471,7 @@ class SqliteStore:
                 self._closed = True
                 readers, self._readers = self._readers, []
             self._writer.close()
+            self._gate.close()
             for conn in readers:
                 conn.close()
             for claimed in list(self._claims.values()):
@@ -586,7 +595,12 @@ class SqliteStore:
         """Exit mode: write the entries kept in memory; raise the first failure."""
         with self._lock:
             pending, self._pending = self._pending, []
-        futures = [self._writer.submit(lambda c, p=p: self._write_entries(c, *p)) for p in pending]
+            # Queued under the lock, so whatever another thread writes or reads after its own
+            # drain (a checkpoint, a load) comes after these entries: the writer keeps order.
+            futures = [self._writer.submit(lambda c, p=p: self._write_entries(c, *p)) for p in pending]
+            self._draining = [f for f in self._draining if not f.done()] + futures
+            in_flight = list(self._draining)  # also the entries other threads are draining now
+        concurrent.futures.wait(in_flight)
         errors = [exc for exc in (f.exception() for f in futures) if exc is not None]
         for extra in errors[1:]:
             logger.error("exit-mode append failed: %s", extra, extra=_LOG)

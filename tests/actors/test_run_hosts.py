@@ -276,6 +276,39 @@ async def test_a_closed_run_is_gone_from_its_host_and_refuses_calls(tmp_path: Pa
         await reader.version()
 
 
+async def test_open_starts_many_durable_runs_from_one_event_loop_as_the_constructor_does(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    runs = await asyncio.gather(*(Orchestrator.open(Tally(), name=f"opened-{i}", store=str(path)) for i in range(40)))
+    try:
+        assert [await r.apply(bump) for r in runs] == [1] * 40
+        assert all(r.hosted for r in runs)
+        assert not _live_actor_names("soloist:orch:opened-")  # no actor per run
+        reader = Orchestrator.attach("opened-7")
+        assert (await reader.snapshot()).n == 1
+        assert all(_journal_versions(path, r.name) == [1] for r in runs)  # counted in the file itself
+    finally:
+        await asyncio.gather(*(r.close() for r in runs))
+    dedicated = await Orchestrator.open(Tally(), dedicated=True)
+    try:
+        assert not dedicated.hosted and await dedicated.apply(bump) == 1
+    finally:
+        await dedicated.close()
+
+
+async def test_open_refuses_bad_arguments_and_a_taken_name_as_the_constructor_does(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="durability must be one of"):
+        await Orchestrator.open(Tally(), durability="sometimes")
+    with pytest.raises(ValueError, match="unload_after_s must be"):
+        await Orchestrator.open(Tally(), unload_after_s=0)
+    orch = await Orchestrator.open(Tally(), name="open-taken")
+    try:
+        with pytest.raises(ValueError, match="already running on host"):
+            await Orchestrator.open(Tally(), name="open-taken")
+        assert await orch.apply(bump) == 1  # the first run is untouched
+    finally:
+        await orch.close()
+
+
 def test_a_second_run_with_a_name_active_on_its_host_is_refused() -> None:
     orch = Orchestrator(Tally(), name="taken-name")
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import os
 import pickle
@@ -37,6 +38,7 @@ from cluster.storage import (
     open_store,
 )
 from tests._disks import small_disk
+from tests._waits import HANG_GUARD_S
 
 
 def info(name: str = "run") -> RunInfo:
@@ -331,6 +333,63 @@ def test_exit_mode_append_errors_surface_from_flush(path: Path) -> None:
     with pytest.raises(JournalGap):
         s.flush()
     s.close()
+
+
+def test_exit_mode_checkpoints_of_many_runs_at_once_never_overtake_their_entries(path: Path) -> None:
+    # Many runs of one exit-mode store closing at once (a host unloading them): each writes
+    # its entries and then a checkpoint from its own thread, while another thread may be
+    # draining those entries. A checkpoint must never reach the writer before its entries.
+    s = SqliteStore(path, durability="exit")
+    runs = [f"run-{i}" for i in range(100)]
+    for run in runs:
+        s.create_run(info(run), {})
+    start = threading.Barrier(len(runs))
+
+    def close_run(run: str) -> None:
+        for v in range(1, 6):
+            s.append(run, [entry(v, f"{run}-{v}")])
+        start.wait()
+        s.put_checkpoint(run, 5, {"v": 5})
+
+    with concurrent.futures.ThreadPoolExecutor(len(runs)) as pool:
+        for done in [pool.submit(close_run, run) for run in runs]:
+            done.result()  # a JournalGap here is a checkpoint that overtook its entries
+    s.close()
+    reopened = SqliteStore(path)
+    assert all(reopened.load(run)[0].version == 5 for run in runs)
+    reopened.close()
+
+
+_APPENDER = textwrap.dedent(
+    """
+    import sys, threading
+    from cluster.storage import JournalEntry, RunInfo, SqliteStore
+    path, who = sys.argv[1], sys.argv[2]
+    store = SqliteStore(path, durability="sync")
+    runs = [f"{who}-{i}" for i in range(8)]
+    for run in runs:
+        store.create_run(RunInfo(name=run, state_type="m.S", created_at=0.0, owner_token="t"), {})
+    def write(run):
+        for v in range(1, 51):
+            store.append(run, [JournalEntry(version=v, request_id=f"{run}-{v}", kind="fn", payload={"v": v}, created_at=0.0)]).result()
+    threads = [threading.Thread(target=write, args=(run,)) for run in runs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    store.close()
+    """
+)
+
+
+def test_two_processes_writing_one_file_at_once_both_commit_every_append_once(path: Path) -> None:
+    # Two stores in two processes take turns on the file (its write gate, then SQLite's lock).
+    SqliteStore(path).close()  # the file exists before either writer starts
+    children = [subprocess.Popen([sys.executable, "-c", _APPENDER, str(path), who]) for who in ("a", "b")]
+    assert [c.wait(timeout=HANG_GUARD_S) for c in children] == [0, 0]
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT run, COUNT(*), COUNT(DISTINCT version), MAX(version) FROM requests GROUP BY run").fetchall()
+    assert sorted(rows) == sorted((f"{who}-{i}", 50, 50, 50) for who in ("a", "b") for i in range(8))
 
 
 _CHILD = textwrap.dedent(
