@@ -85,6 +85,21 @@ class StoreStatistics(BaseModel):
     mean_batch_size: float
 
 
+class StoreHealth(BaseModel):
+    """Whether a store answers now (``soloist status``): for a server, its version and the
+    latency of a trivial query; otherwise the error that says why not."""
+
+    model_config = ConfigDict(frozen=True)
+
+    location: str
+    """The file, or the URL without its password."""
+    kind: Literal["sqlite", "postgresql", "memory"]
+    reachable: bool
+    server: str | None = None
+    latency_ms: float | None = None
+    error: str | None = None
+
+
 @runtime_checkable
 class Store(Protocol):
     """Durable storage of runs. Reads block on disk: call them off the event loop."""

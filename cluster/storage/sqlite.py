@@ -15,6 +15,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -22,8 +23,8 @@ from ._claims import WriterClaim, claim, lock_briefly, unlock
 from ._schema import SCHEMA_VERSION, open_connection, open_writer, translate, validate_file
 from ._sqlbase import SqlStore
 from ._writer import GroupCommitWriter
-from .base import Durability
-from .exceptions import StoreClosed, StoreReadOnly
+from .base import Durability, StoreHealth
+from .exceptions import StoreClosed, StoreError, StoreReadOnly
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
 
@@ -107,6 +108,16 @@ class SqliteStore(SqlStore):
         logger.info(
             "opened store %s (%s, durability=%s)", self._file, "existing" if existing else "new", durability, extra=_LOG
         )
+
+    def health(self) -> StoreHealth:
+        """Whether the file answers a trivial read now, and how fast (or the error)."""
+        started = time.perf_counter()
+        try:
+            self._query(lambda conn: conn.execute("SELECT COUNT(*) FROM runs").fetchone())
+        except StoreError as exc:
+            return StoreHealth(location=self._file, kind="sqlite", reachable=False, error=str(exc))
+        return StoreHealth(location=self._file, kind="sqlite", reachable=True, server=f"SQLite {sqlite3.sqlite_version}",
+                           latency_ms=(time.perf_counter() - started) * 1000)
 
     def _query(self, fn: Callable[[sqlite3.Connection], T], *, snapshot: bool = False) -> T:
         """Run ``fn`` on this thread's read connection (one consistent snapshot with ``snapshot``)."""
