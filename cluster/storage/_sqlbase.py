@@ -464,6 +464,7 @@ class SqlStore:
             commits=commits,
             fsync_batches=batches,
             mean_batch_size=commits / batches if batches else 0.0,
+            reconnects=self._writer.reconnects,
         )
 
     def close(self) -> None:

@@ -83,6 +83,8 @@ class StoreStatistics(BaseModel):
     commits: int
     fsync_batches: int
     mean_batch_size: float
+    reconnects: int = 0
+    """Write connections opened again after the database server went away (PostgreSQL)."""
 
 
 class StoreHealth(BaseModel):

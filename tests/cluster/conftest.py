@@ -1,7 +1,7 @@
 """The store fixtures: one storage suite that runs on every kind of store.
 
 ``store`` is a fresh store of the kind ``store_kind`` names: ``sqlite`` (a new file) and
-``postgres`` (a new schema on the session's throw-away server, see ``tests/_postgres.py``)
+``postgres`` (a new schema on the session's ``postgres_server``, see ``tests/conftest.py``)
 by default; a module adds ``memory`` by defining its own ``store_kind`` fixture over
 ``ALL_KINDS``.
 ``store_location`` opens more stores on the same file or database (a reopen, a second
@@ -16,18 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests._postgres import PostgresServer, shared_server
+from tests._postgres import PostgresServer
 from tests._stores import SQL_KINDS, StoreLocation
-
-
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    """The session's PostgreSQL server (``SOLOIST_TEST_POSTGRES_URL``'s, or a throw-away one)."""
-    server = shared_server()
-    try:
-        yield server
-    finally:
-        server.destroy()
 
 
 @pytest.fixture(params=SQL_KINDS)
