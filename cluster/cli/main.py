@@ -235,7 +235,7 @@ def _cmd_status(args: argparse.Namespace, out: Console, err: Console) -> int:
             reserved.write_document(report.model_dump_json(indent=2))
         else:
             render_status(out, report)
-    return EXIT_OK
+    return EXIT_FAILED if report.store_health is not None and not report.store_health.reachable else EXIT_OK
 
 
 def _cmd_up(args: argparse.Namespace, out: Console, err: Console) -> int:

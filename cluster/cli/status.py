@@ -21,7 +21,7 @@ from rich.table import Table
 from actors import HostStatistics, Orchestrator, OrchestratorClosed, OrchestratorNotFound, PoolStatus, pool_status
 from cluster import connect
 from cluster.cli.run_index import DEFAULT_LIMIT, IndexedRun, RunIndexPage, check_query, index_runs
-from cluster.storage import PostgresStore, SqliteStore, StoreHealth, open_store, redact
+from cluster.storage import PostgresStore, SqliteStore, StoreHealth, StoreUnreachable, open_store, redact
 
 __all__ = ["RunStatusRow", "StatusReport", "collect_status", "render_status"]
 
@@ -78,7 +78,11 @@ def collect_status(*, store: str | None, address: str | None, offset: int = 0, l
     pools: list[PoolStatus] = []
     if address is not None:
         connect(address)
-    opened: SqliteStore | PostgresStore | None = open_store(store) if store is not None else None  # type: ignore[assignment]
+    try:
+        opened: SqliteStore | PostgresStore | None = open_store(store) if store is not None else None  # type: ignore[assignment]
+    except StoreUnreachable as exc:  # the report is the store's health: say why it does not answer
+        health = StoreHealth(location=exc.path, kind="postgresql", reachable=False, error=str(exc))
+        return StatusReport(store=exc.path, store_health=health, address=address)
     health = opened.health() if opened is not None else None
     try:
         page = index_runs(opened, query, live=address is not None)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import time
 from collections.abc import Callable
 from functools import lru_cache
@@ -37,6 +38,8 @@ logger = logging.getLogger(__name__)
 _LOG = {"component": "store"}
 T = TypeVar("T")
 _READ_CONNECTIONS = 4
+RETRY_ENV = "SOLOIST_STORE_RETRY_S"
+DEFAULT_RETRY_S = 30.0
 _BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
 
 
@@ -117,7 +120,12 @@ class PostgresStore(SqlStore):
     _SHARE = " FOR SHARE"  # an activation in flight waits for this write's commit, then supersedes it
     _GREATEST = "GREATEST"
 
-    def __init__(self, url: str, *, durability: Durability = "sync", retry_for_s: float = 30.0) -> None:
+    def __init__(self, url: str, *, durability: Durability = "sync", retry_for_s: float | None = None) -> None:
+        """``retry_for_s`` None: ``SOLOIST_STORE_RETRY_S`` from the environment, else 30 s
+        (stores opened from a URL alone - by the orchestrators' hosts, by the commands -
+        take it from there)."""
+        if retry_for_s is None:
+            retry_for_s = float(os.environ.get(RETRY_ENV, DEFAULT_RETRY_S))
         location = redact(url)
         try:
             conninfo_to_dict(url)
