@@ -1,7 +1,7 @@
 """PostgresStore's own facts: its schema on the server (created, migrated, refused when newer,
-kept apart by search_path), bad URLs and servers, and a server killed and restarted under
+kept apart by search_path), bad URLs and servers, a server killed and restarted under
 running writers (they pause, retry with the same request ids, and go on; nothing acknowledged
-is lost or stored twice)."""
+is lost or stored twice), and a commit whose answer was lost on the way back."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 
 from cluster.storage import (
     SCHEMA_VERSION,
+    DuplicateRequest,
     JournalEntry,
     PostgresStore,
     RunInfo,
@@ -25,6 +26,7 @@ from cluster.storage import (
     open_store,
     redact,
 )
+from tests._pg_proxy import CommitCutter
 from tests._postgres import USER_WITH_PASSWORD, PostgresServer, schema_url
 from tests._waits import HANG_GUARD_S
 
@@ -307,3 +309,27 @@ def test_a_server_that_never_comes_back_fails_the_writes_naming_it(own_server: P
         assert [e.version for e in reopened.load("run")[1]] == [1]
     finally:
         reopened.close()
+
+
+# -- a commit whose acknowledgement was lost --------------------------------------------------
+
+
+def test_a_write_whose_commit_answer_was_lost_is_recognised_as_committed_not_duplicated(
+    url: str, postgres_server: PostgresServer
+) -> None:
+    proxy = CommitCutter(postgres_server.port)
+    store = PostgresStore(proxy.url(url), retry_for_s=HANG_GUARD_S)
+    try:
+        proxy.arm()
+        store.create_run(_info(), {"n": 0})  # committed, then the answer lost: not RunExists on the retry
+        proxy.arm()
+        store.append("run", [_entry(1), _entry(2)]).result()  # not DuplicateRequest on the retry
+        assert proxy.cuts == 2 and store.statistics().reconnects == 2
+        with pytest.raises(DuplicateRequest):  # a real duplicate is still one
+            store.append("run", [_entry(3, "q1")]).result()
+    finally:
+        store.close()
+        proxy.close()
+    with postgres_server.connect(url) as conn:
+        assert conn.execute("SELECT version FROM journal ORDER BY version").fetchall() == [(1,), (2,)]
+        assert conn.execute("SELECT COUNT(*) FROM runs").fetchone() == (1,)
