@@ -8,14 +8,15 @@ and reaches the rows behind the store's back.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from cluster.storage import MemoryStore, PostgresStore, SqliteStore, Store
+from cluster.storage import JournalEntry, MemoryStore, PostgresStore, RunInfo, SqliteStore, Store
 from tests._postgres import PostgresServer
 
-__all__ = ["ALL_KINDS", "SQL_KINDS", "StoreLocation"]
+__all__ = ["ALL_KINDS", "SQL_KINDS", "StoreLocation", "batch_entry", "run_info"]
 
 SQL_KINDS = ["sqlite", "postgres"]
 ALL_KINDS = ["memory", "sqlite", "postgres"]
@@ -64,3 +65,19 @@ class StoreLocation:
             store.close()
         if self._memory is not None:
             self._memory.close()
+
+
+def run_info(name: str = "run") -> RunInfo:
+    """A run's info as the storage tests store it (its token must never show in a repr)."""
+    return RunInfo(name=name, state_type="mymod.MyState", created_at=time.time(), owner_token="s3cret", metadata={"k": 1})
+
+
+def batch_entry(version: int, request_id: str | None = None, payload: Any = None) -> JournalEntry:
+    """A ``batch`` journal entry; its request id is ``req-<version>`` unless given."""
+    return JournalEntry(
+        version=version,
+        request_id=request_id or f"req-{version}",
+        kind="batch",
+        payload=payload if payload is not None else [{"transition_type": "update_state", "v": version}],
+        created_at=time.time(),
+    )

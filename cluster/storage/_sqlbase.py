@@ -363,11 +363,7 @@ class SqlStore:
             ).fetchall()
             return latest, rows
 
-        (base, state, created), rows = self._query(read, snapshot=True)
-        checkpoint = Checkpoint(version=base, state=self._parse(state, f"checkpoint {base} of run {run!r}"), created_at=created)
-        entries = [self._entry(run, row) for row in rows]
-        check_tail(self._file, run, base, entries)
-        return checkpoint, entries
+        return self._rebuilt(run, *self._query(read, snapshot=True))
 
     def oldest_version(self, run: str) -> int:
         """The earliest version whose state can still be rebuilt (its oldest checkpoint)."""
@@ -415,12 +411,10 @@ class SqlStore:
             ).fetchall()
             return row, rows
 
-        (base, state, created), rows = self._query(read, snapshot=True)
-        checkpoint = Checkpoint(version=base, state=self._parse(state, f"checkpoint {base} of run {run!r}"), created_at=created)
-        entries = [self._entry(run, r) for r in rows]
-        check_tail(self._file, run, base, entries)
-        if base + len(entries) != version:
-            raise JournalGap(path=self._file, run=run, missing=base + len(entries) + 1, detail=f"rebuilding version {version}")
+        checkpoint, entries = self._rebuilt(run, *self._query(read, snapshot=True))
+        last = checkpoint.version + len(entries)
+        if last != version:
+            raise JournalGap(path=self._file, run=run, missing=last + 1, detail=f"rebuilding version {version}")
         return checkpoint, entries
 
     def get_agent(self, run: str, agent_id: str) -> AgentRecordRow | None:
@@ -629,6 +623,16 @@ class SqlStore:
             return json.loads(text)
         except (TypeError, ValueError) as exc:
             raise StoreCorrupted(path=self._file, problem=f"{where} is not valid JSON ({exc})") from exc
+
+    def _rebuilt(
+        self, run: str, checkpoint_row: tuple[Any, ...], rows: list[tuple[Any, ...]]
+    ) -> tuple[Checkpoint, list[JournalEntry]]:
+        """A checkpoint row and the journal rows after it, parsed; ``JournalGap`` on a hole."""
+        base, state, created = checkpoint_row
+        checkpoint = Checkpoint(version=base, state=self._parse(state, f"checkpoint {base} of run {run!r}"), created_at=created)
+        entries = [self._entry(run, row) for row in rows]
+        check_tail(self._file, run, base, entries)
+        return checkpoint, entries
 
     def _entry(self, run: str, row: tuple[Any, ...]) -> JournalEntry:
         """A ``journal`` row as a ``JournalEntry``; ``StoreCorrupted`` if it does not parse."""

@@ -6,19 +6,16 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from typing import Any
 
 import pytest
 
 from cluster.storage import (
     DuplicateRequest,
-    JournalEntry,
     JournalGap,
     MemoryStore,
     PostgresStore,
     RunExists,
-    RunInfo,
     RunNotFound,
     SqliteStore,
     StoreClosed,
@@ -26,20 +23,10 @@ from cluster.storage import (
     open_store,
 )
 from tests._stores import StoreLocation
+from tests._stores import batch_entry as entry
+from tests._stores import run_info as info
 
 
-def info(name: str = "run") -> RunInfo:
-    return RunInfo(name=name, state_type="mymod.MyState", created_at=time.time(), owner_token="s3cret", metadata={"k": 1})
-
-
-def entry(version: int, request_id: str | None = None, payload: Any = None) -> JournalEntry:
-    return JournalEntry(
-        version=version,
-        request_id=request_id or f"req-{version}",
-        kind="batch",
-        payload=payload if payload is not None else [{"transition_type": "update_state", "v": version}],
-        created_at=time.time(),
-    )
 
 
 def filled(store_location: StoreLocation, versions: int = 5) -> None:

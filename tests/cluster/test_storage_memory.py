@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +17,6 @@ from cluster.storage import (
     RunExists,
     RunInfo,
     RunNotFound,
-    SqliteStore,
     Store,
     StoreClosed,
 )

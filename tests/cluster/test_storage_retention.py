@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import get_args
-from pathlib import Path
 
 import pytest
 
@@ -15,10 +13,8 @@ from cluster.storage import (
     FINISHED_STATUSES,
     FinalStatus,
     JournalEntry,
-    MemoryStore,
     RunInfo,
     RunNotFound,
-    SqliteStore,
     Store,
     VersionCompacted,
     parse_age,

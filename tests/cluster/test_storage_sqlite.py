@@ -12,46 +12,28 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from cluster.storage import (
     DuplicateRequest,
     JournalEntry,
-    JournalGap,
-    MemoryStore,
-    RunExists,
     RunInfo,
     SCHEMA_VERSION,
-    RunNotFound,
     SchemaTooNew,
     SqliteStore,
-    StoreClosed,
     StoreCorrupted,
     StoreReadOnly,
     StoreWriteFailed,
-    open_store,
 )
 from tests._disks import small_disk
+from tests._stores import batch_entry as entry
+from tests._stores import run_info as info
 
 
-def info(name: str = "run") -> RunInfo:
-    return RunInfo(name=name, state_type="mymod.MyState", created_at=time.time(), owner_token="s3cret", metadata={"k": 1})
-
-
-def entry(version: int, request_id: str | None = None, payload: Any = None) -> JournalEntry:
-    return JournalEntry(
-        version=version,
-        request_id=request_id or f"req-{version}",
-        kind="batch",
-        payload=payload if payload is not None else [{"transition_type": "update_state", "v": version}],
-        created_at=time.time(),
-    )
 
 
 def digest(path: Path) -> str:
