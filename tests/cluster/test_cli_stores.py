@@ -1,19 +1,23 @@
 """Every command's ``--store`` takes a SQLite file or a ``postgresql://`` URL: ``soloist status``
 lists the runs and prints the store's health (never a password), ``soloist gc`` collects
-finished runs; a server that does not answer is reported, with exit code 1."""
+finished runs, the runs page lists them; a server that does not answer is reported, with
+exit code 1."""
 
 from __future__ import annotations
 
 import json
 import socket
 import time
+import urllib.request
 
 import pytest
 
 from cluster.cli import main
-from cluster.storage import RunInfo
+from cluster.cli.ui import RunSource, UiServer
+from cluster.storage import RunInfo, redact
 from tests._postgres import USER_WITH_PASSWORD, PostgresServer
 from tests._stores import StoreLocation
+from tests._waits import HANG_GUARD_S
 
 
 def _stored(where: StoreLocation, *names: str, finished_at: float | None = None) -> None:
@@ -67,3 +71,18 @@ def test_status_of_a_server_that_does_not_answer_reports_it_and_exits_one(monkey
     assert main(["status", "--store", f"postgresql://me:hunter2@127.0.0.1:{port}/db"]) == 1
     out = capsys.readouterr().out
     assert f"store postgresql://me:***@127.0.0.1:{port}/db: UNREACHABLE" in out and "hunter2" not in out
+
+
+def test_the_runs_page_lists_a_postgres_store_and_names_it_without_the_password(postgres_server: PostgresServer) -> None:
+    user, password = USER_WITH_PASSWORD
+    url = postgres_server.fresh_url().replace("postgresql://postgres@", f"postgresql://{user}:{password}@")
+    _stored(StoreLocation("postgres", url, postgres_server), "on-the-server")
+    server = UiServer(RunSource(store=url, live=False), port=0).start()
+    try:
+        with urllib.request.urlopen(server.url + "api/runs", timeout=HANG_GUARD_S) as answer:
+            text = answer.read().decode()
+    finally:
+        server.close()
+    page = json.loads(text)
+    assert [r["name"] for r in page["runs"]] == ["on-the-server"]
+    assert page["store"] == redact(url) and password not in text
