@@ -20,6 +20,7 @@ from cluster.storage import (
     JournalEntry,
     PostgresStore,
     RunInfo,
+    RunLockedElsewhere,
     SchemaTooNew,
     StoreUnreachable,
     StoreWriteFailed,
@@ -287,6 +288,23 @@ def test_reads_wait_for_a_restarting_server_and_then_answer(own_server: Postgres
         assert answer == [{"n": 1}]
     finally:
         store.close()
+
+
+def test_a_claim_is_taken_again_after_the_server_restarted_so_the_run_keeps_one_writer(own_server: PostgresServer) -> None:
+    url = own_server.fresh_url()
+    holder, other = PostgresStore(url, retry_for_s=HANG_GUARD_S), PostgresStore(url, retry_for_s=HANG_GUARD_S)
+    try:
+        holder.create_run(_info(), {})
+        holder.claim_writer("run", holder={"address": "holder:1"})
+        own_server.stop("immediate")  # every session ends, and with them the advisory locks
+        own_server.start()
+        holder.append("run", [_entry(1)]).result()  # reconnects, and takes its claim again first
+        with pytest.raises(RunLockedElsewhere, match="holder:1"):
+            other.claim_writer("run", holder={}, timeout=0.1)
+        assert isinstance(other.append("run", [_entry(2)]).exception(timeout=HANG_GUARD_S), RunLockedElsewhere)
+    finally:
+        holder.close()
+        other.close()
 
 
 def test_a_server_that_never_comes_back_fails_the_writes_naming_it(own_server: PostgresServer) -> None:
