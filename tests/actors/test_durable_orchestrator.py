@@ -95,8 +95,10 @@ async def test_retried_request_id_is_found_in_the_store_after_close_and_attach(t
         await again.close()
 
 
-async def test_retried_request_id_is_found_after_a_crash_restart(tmp_path: Path) -> None:
-    orch = Orchestrator(Counter(), name="crash-ids", store=tmp_path / "s.db", checkpoint_every=0)
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+async def test_retried_request_id_is_found_after_a_crash_restart(tmp_path: Path, kind: str, request: pytest.FixtureRequest) -> None:
+    store = tmp_path / "s.db" if kind == "sqlite" else request.getfixturevalue("pg_url")
+    orch = Orchestrator(Counter(), name=f"crash-ids-{kind}", store=store, checkpoint_every=0)
     try:
         v = await orch.apply(inc, request_id="before-crash")
         await _kill_worker(orch)
@@ -235,19 +237,6 @@ async def test_a_run_on_postgres_is_closed_attached_again_and_applies_each_reque
         assert checkpoint.version + len(tail) == 7 and store.find_request("pg-ids", "r0") == 1
     finally:
         store.close()
-
-
-async def test_a_run_on_postgres_recovers_from_a_killed_worker_without_applying_twice(pg_url: str) -> None:
-    orch = Orchestrator(Counter(), name="pg-crash", store=pg_url, dedicated=True, checkpoint_every=0)
-    try:
-        v = await orch.apply(inc, request_id="before-crash")
-        os.kill((await orch.statistics()).pid, signal.SIGKILL)
-        assert await orch.apply(inc, request_id="before-crash") == v  # waits out the restart
-        stats = await orch.statistics()
-        assert stats.restarted and stats.duplicate_requests == 1
-        assert (await orch.snapshot()).count == 1
-    finally:
-        await orch.close()
 
 
 async def test_history_and_fork_read_and_write_a_postgres_store(pg_url: str) -> None:
