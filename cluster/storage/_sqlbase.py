@@ -578,27 +578,27 @@ class SqlStore:
         very append, committed before its acknowledgement was lost: done, not a duplicate."""
         self._fence(run, conn)
         last = self._last_version(conn, run)
-        if self._writer.retrying and entries:
-            ids = [e.request_id for e in entries]
-            stored = dict(conn.execute(
-                f"SELECT request_id, version FROM requests WHERE run = ? AND request_id IN ({','.join('?' * len(ids))})",
-                (run, *ids),
+        ids = list(dict.fromkeys(e.request_id for e in entries))
+        stored: dict[str, int] = {}
+        for start in range(0, len(ids), _IDS_PER_QUERY):
+            chunk = ids[start : start + _IDS_PER_QUERY]
+            stored.update(conn.execute(
+                f"SELECT request_id, version FROM requests WHERE run = ? AND request_id IN ({','.join('?' * len(chunk))})",
+                (run, *chunk),
             ).fetchall())
-            if stored and all(stored.get(e.request_id) == e.version for e in entries):
-                return
-
-        def committed(request_id: str) -> int | None:
-            found = conn.execute("SELECT version FROM requests WHERE run = ? AND request_id = ?", (run, request_id)).fetchone()
-            return int(found[0]) if found else None
-
-        check_entries(self._file, run, last, entries, committed)
+        if self._writer.retrying and stored and all(stored.get(e.request_id) == e.version for e in entries):
+            return
+        check_entries(self._file, run, last, entries, stored.get)
         conn.executemany("INSERT INTO journal VALUES (?, ?, ?, ?, ?, ?)", rows)
         conn.executemany("INSERT INTO requests VALUES (?, ?, ?)", [(run, e.request_id, e.version) for e in entries])
 
     def _last_version(self, conn: Conn, run: str) -> int:
         """The run's last journal version (0 before any); ``RunNotFound`` if not stored."""
-        self._require_run(conn, run)
-        (last,) = conn.execute("SELECT COALESCE(MAX(version), 0) FROM requests WHERE run = ?", (run,)).fetchone()
+        found, last = conn.execute(
+            "SELECT (SELECT 1 FROM runs WHERE name = ?), COALESCE(MAX(version), 0) FROM requests WHERE run = ?", (run, run)
+        ).fetchone()
+        if found is None:
+            raise RunNotFound(path=self._file, run=run)
         return int(last)
 
     def _drain_pending(self) -> None:

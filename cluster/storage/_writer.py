@@ -2,7 +2,8 @@
 
 Callers queue operations (``fn(conn)``) and get futures. The thread drains everything
 queued so far into ONE transaction, runs each operation inside its own savepoint (a
-``StoreError`` rolls back that operation alone and fails only its future), commits, and
+``StoreError`` rolls back that operation alone and fails only its future; a group of one
+operation needs none), commits, and
 only then resolves the futures, so concurrent callers share one commit (one fsync). If the
 transaction itself fails (full disk, read-only file, I/O error), every operation it
 carried fails with the translated error and nothing of it is stored.
@@ -187,22 +188,32 @@ class GroupCommitWriter:
         """Run ``ops`` in one transaction (a savepoint each), commit, resolve their futures;
         raise ``_Lost`` (nothing resolved) when the connection dropped on the way."""
         outcomes: list[tuple[_Op, Any, BaseException | None]] = []
+        # A lone operation needs no savepoint: when it fails, the whole transaction is rolled back.
+        savepoints = sum(1 for op in ops if op.fn is not None) > 1
         try:
             session.begin()
+            aborted = False
             for op in ops:
                 if op.fn is None:
                     outcomes.append((op, None, None))
                     continue
-                session.savepoint()
+                if savepoints:
+                    session.savepoint()
                 try:
                     result = op.fn(session.conn)
                 except StoreError as exc:
-                    session.rollback_savepoint()
+                    if savepoints:
+                        session.rollback_savepoint()
+                    else:
+                        session.rollback()
+                        aborted = True
                     outcomes.append((op, None, exc))
                 else:
-                    session.release()
+                    if savepoints:
+                        session.release()
                     outcomes.append((op, result, None))
-            session.commit()
+            if not aborted:
+                session.commit()
         except Exception as exc:  # a failed transaction fails every operation it carried
             if session.lost(exc):
                 raise _Lost(str(exc)) from exc
