@@ -114,9 +114,6 @@ class ClaimKeeper:
                 self._record(conn, run, record)
             return lost
 
-    def holds(self, run: str) -> bool:
-        return run in self._held
-
     def close(self) -> None:
         """Close the connection: the server drops every claim it held."""
         with self._lock:

@@ -17,8 +17,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
+from ._single_writer import Claim, SingleWriter
 from ._writer import GroupCommitWriter
 from .base import (
     KEEP_CHECKPOINTS,
@@ -42,7 +43,7 @@ from .exceptions import (
     WriterFenced,
 )
 
-__all__ = ["SqlStore", "Claim", "check_durability"]
+__all__ = ["SqlStore", "check_durability"]
 
 logger = logging.getLogger(__name__)
 _LOG = {"component": "store"}
@@ -53,19 +54,13 @@ T = TypeVar("T")
 Conn = Any  # a DB-API connection whose ``execute(sql, params)`` returns a cursor ("?" placeholders)
 
 
-class Claim(Protocol):
-    """The right to write one run, held until ``release()`` (or until its holder ends)."""
-
-    def release(self) -> None: ...
-
-
 def check_durability(durability: str) -> None:
     """``ValueError`` unless ``durability`` is one of ``sync``, ``batch``, ``exit``."""
     if durability not in ("sync", "batch", "exit"):
         raise ValueError(f"durability must be 'sync', 'batch' or 'exit', not {durability!r}")
 
 
-class SqlStore:
+class SqlStore(SingleWriter):
     """The store protocol over SQL; see the subclasses for where the rows live.
 
     ``durability`` ``"sync"`` and ``"batch"`` behave the same here: both go through the
@@ -78,7 +73,6 @@ class SqlStore:
     """
 
     path: str | None
-    _SHARE = ""  # appended to the fencing read: a row lock where the database has one
     _GREATEST = "MAX"  # the scalar maximum of two values
 
     def _init_common(self, location: str, durability: Durability) -> None:
@@ -100,22 +94,6 @@ class SqlStore:
     def _query(self, fn: Callable[[Conn], T], *, snapshot: bool = False) -> T:
         """Run the read ``fn(conn)`` (in one consistent snapshot with ``snapshot``)."""
         raise NotImplementedError
-
-    def _claim(self, run: str, holder: dict[str, Any], timeout: float) -> Claim:
-        """Take the run's writer claim or raise ``RunLockedElsewhere`` naming the holder."""
-        raise NotImplementedError
-
-    def _check_claim(self, run: str) -> None:
-        """Raise ``RunLockedElsewhere`` when someone else holds the run's claim."""
-        raise NotImplementedError
-
-    def _lock_briefly(self, conn: Conn, run: str) -> Any:
-        """Lock a run nobody here claimed for this transaction (``RunLockedElsewhere`` if
-        claimed elsewhere); return what ``_unlock`` releases after it, or None."""
-        raise NotImplementedError
-
-    def _unlock(self, token: Any) -> None:
-        """Release what ``_lock_briefly`` returned."""
 
     def _close_resources(self) -> None:
         """Close the connections (the writer is already stopped)."""
@@ -476,99 +454,6 @@ class SqlStore:
             self._claims.clear()
             self._close_resources()
             logger.info("closed store %s", self._file, extra=_LOG)
-
-    # -- one writer per run: claims and fencing ---------------------------------------
-
-    def claim_writer(self, run: str, *, holder: dict[str, Any], timeout: float = 2.0) -> None:
-        """Become the run's one writer until :meth:`release_writer`, :meth:`close` or the end
-        of this process. Waits up to ``timeout`` seconds for a holder to let go (a dying
-        process, a transaction in flight), then raises ``RunLockedElsewhere`` naming the
-        holder. ``holder`` (e.g. the Ray address) is recorded for whoever is refused next.
-        The run need not be stored yet (claim before ``create_run``)."""
-        if self._closed:
-            raise StoreClosed(path=self._file)
-        if run in self._claims:
-            return
-        self._claims[run] = self._claim(run, holder, timeout)
-
-    def check_writer(self, run: str) -> None:
-        """Raise ``RunLockedElsewhere`` naming the holder when another process (or another
-        store object) holds the run's claim; return when nobody does (nothing is kept)."""
-        if run not in self._claims:
-            self._check_claim(run)
-
-    def release_writer(self, run: str) -> None:
-        """Stop being the run's writer (idempotent); other processes may then claim it."""
-        claimed = self._claims.pop(run, None)
-        if claimed is not None:
-            claimed.release()
-
-    def activate(self, run: str, *, holder: dict[str, Any]) -> int:
-        """Take the run up as its newest activation: raise its fencing epoch by one (durably)
-        and return it. From then on every write of this store to the run first checks, in
-        the same transaction, that the epoch is still this one, so a writer superseded by a
-        later activation (a host presumed dead, another driver) can never commit again
-        (``WriterFenced``). The run need not be stored yet. ``holder`` is recorded for the
-        error a superseded writer gets."""
-        epoch: int = self.activate_async(run, holder=holder).result()
-        return epoch
-
-    def activate_async(self, run: str, *, holder: dict[str, Any]) -> concurrent.futures.Future[int]:
-        """``activate`` without waiting: the future of the epoch. Writes queued after this call
-        are fenced with the new epoch, and join its transaction when they are queued before
-        it begins (a new run's activation and its creation then share one commit)."""
-        if self._closed:
-            raise StoreClosed(path=self._file)
-        record = dump_json(holder, "activation holder")
-
-        def op(conn: Conn) -> int:
-            if self._writer.retrying and run in self._epochs:
-                row = conn.execute("SELECT epoch FROM activations WHERE run = ?", (run,)).fetchone()
-                if row is not None and int(row[0]) == self._epochs[run]:
-                    return self._epochs[run]  # committed before the connection was lost
-            (epoch,) = conn.execute(
-                "INSERT INTO activations VALUES (?, 1, ?, ?) ON CONFLICT (run) DO UPDATE SET "
-                "epoch = activations.epoch + 1, holder = excluded.holder, since = excluded.since RETURNING epoch",
-                (run, record, time.time()),
-            ).fetchone()
-            self._epochs[run] = int(epoch)  # on the writer thread: the next queued write is fenced with it
-            return int(epoch)
-
-        return self._writer.submit(op)
-
-    def deactivate(self, run: str) -> None:
-        """Stop writing the run as its activation (unloaded or closed); the epoch stays, so the
-        next activation, here or anywhere, supersedes this one. Idempotent."""
-        self._epochs.pop(run, None)
-
-    def activation(self, run: str) -> tuple[int, dict[str, Any]] | None:
-        """The run's current ``(epoch, holder)``, or None if it was never activated."""
-        row = self._query(lambda conn: conn.execute("SELECT epoch, holder FROM activations WHERE run = ?", (run,)).fetchone())
-        return (int(row[0]), self._parse(row[1], f"activation of run {run!r}")) if row else None
-
-    def _fence(self, run: str, conn: Conn) -> None:
-        """Inside a write (writer thread): refuse it when this store activated the run and a
-        later activation superseded it (``WriterFenced``); else unless this store holds the
-        run's claim or nobody does (then hold the lock until this transaction ends)."""
-        epoch = self._epochs.get(run)
-        if epoch is not None:
-            row = conn.execute(f"SELECT epoch, holder FROM activations WHERE run = ?{self._SHARE}", (run,)).fetchone()
-            if row is not None and row[0] != epoch:
-                raise WriterFenced(path=self._file, run=run, epoch=epoch, current=int(row[0]),
-                                   holder=self._parse(row[1], f"activation of run {run!r}"))
-            if run not in self._claims:
-                return  # fenced by the epoch alone: the holder of the claim, if any, is superseded
-        if run in self._claims or run in self._brief:
-            return
-        token = self._lock_briefly(conn, run)
-        if token is not None:
-            self._brief[run] = token
-
-    def _unlock_brief(self) -> None:
-        """After each transaction (writer thread): release the locks ``_fence`` took for it."""
-        brief, self._brief = self._brief, {}
-        for token in brief.values():
-            self._unlock(token)
 
     # -- helpers ----------------------------------------------------------------------
 
