@@ -17,9 +17,7 @@ import pytest
 from cluster.storage import (
     SCHEMA_VERSION,
     DuplicateRequest,
-    JournalEntry,
     PostgresStore,
-    RunInfo,
     RunLockedElsewhere,
     SchemaTooNew,
     StoreUnreachable,
@@ -29,16 +27,9 @@ from cluster.storage import (
 )
 from tests._pg_proxy import CommitCutter
 from tests._postgres import USER_WITH_PASSWORD, PostgresServer, schema_url
+from tests._stores import batch_entry as _entry
+from tests._stores import run_info as _info
 from tests._waits import HANG_GUARD_S
-
-
-def _info(name: str = "run") -> RunInfo:
-    return RunInfo(name=name, state_type="m.S", created_at=time.time(), owner_token="tok")
-
-
-def _entry(version: int, request_id: str | None = None) -> JournalEntry:
-    return JournalEntry(version=version, request_id=request_id or f"q{version}", kind="fn", payload={"v": version},
-                        created_at=time.time())
 
 
 @pytest.fixture
@@ -344,7 +335,7 @@ def test_a_write_whose_commit_answer_was_lost_is_recognised_as_committed_not_dup
         store.append("run", [_entry(1), _entry(2)]).result()  # not DuplicateRequest on the retry
         assert proxy.cuts == 2 and store.statistics().reconnects == 2
         with pytest.raises(DuplicateRequest):  # a real duplicate is still one
-            store.append("run", [_entry(3, "q1")]).result()
+            store.append("run", [_entry(3, "req-1")]).result()
     finally:
         store.close()
         proxy.close()
