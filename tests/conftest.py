@@ -174,3 +174,16 @@ def multinode_cluster(_ray_teardown: None) -> Iterator[Any]:
     yield cluster
     ray.shutdown()
     cluster.shutdown()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Any]:
+    """The session's PostgreSQL server: ``SOLOIST_TEST_POSTGRES_URL``'s, or a throw-away one
+    (``tests/_postgres.py``) started on first use and deleted after the last test."""
+    from tests._postgres import shared_server
+
+    server = shared_server()
+    try:
+        yield server
+    finally:
+        server.destroy()

@@ -17,7 +17,7 @@ from actors.exceptions import OrchestratorNotFound
 from actors.orchestrator._actor import OrchestratorActor
 from actors.orchestrator.spec import RunSpec
 from cluster.connect import SOLOIST_NAMESPACE
-from cluster.storage import RunLockedElsewhere, Store, open_store
+from cluster.storage import RunLockedElsewhere, Store, is_postgres_url, open_store
 
 __all__ = ["actor_name", "start_actor", "prepare_store", "store_location", "stored_token", "translate_creation_error", "writer_elsewhere"]
 
@@ -102,14 +102,17 @@ def prepare_store(store: Any, name: str, durability: str, *, creating: bool) -> 
         raise ValueError(f"the store already holds a run named {name!r}; use Orchestrator.attach({name!r}, store=...) to resume it")
     if not creating and not exists:
         raise OrchestratorNotFound(f"no live orchestrator and no stored run named {name!r} in {getattr(opened, 'path', store)}")
+    if hasattr(store, "append") or is_postgres_url(store):
+        return store
     # absolute: the actor opens it, and a worker's current directory need not be the driver's
-    return os.path.abspath(os.fspath(store)) if not hasattr(store, "append") else store
+    return os.path.abspath(os.fspath(store))
 
 
 def store_location(store: Any) -> Any:
     """What a host opens for ``store``: an absolute path (a worker's current directory need not
-    be the driver's), a store object as it is, or None. Type errors are the caller's own."""
-    if store is None or isinstance(store, Store):
+    be the driver's), a database URL or a store object as it is, or None. Type errors are the
+    caller's own."""
+    if store is None or isinstance(store, Store) or is_postgres_url(store):
         return store
     if isinstance(store, (str, os.PathLike)):
         return os.path.abspath(os.fspath(store))

@@ -182,8 +182,8 @@ def _starting(spec: RunSpec) -> Iterator[None]:
 class Orchestrator(Generic[S]):
     """Owns a run's typed state through one actor: the only writer.
 
-    ``initial`` is any pydantic model instance. ``store`` is a SQLite file path (or a store
-    object); None keeps the state in memory only. ``durability`` is ``"sync"``, ``"batch"``
+    ``initial`` is any pydantic model instance. ``store`` is a SQLite file path, a
+    ``postgresql://`` URL (or a store object); None keeps the state in memory only. ``durability`` is ``"sync"``, ``"batch"``
     or ``"exit"``. ``name`` makes the run findable by ``Orchestrator.attach`` from other
     processes. The constructor is synchronous and starts an embedded Ray on first use;
     ``await Orchestrator.open(...)`` takes the same arguments, for code on an event loop.

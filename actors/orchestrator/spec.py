@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
 from actors.callers.protocol import ToolCaller
 from actors.handoffs.settings import DEFAULT_MAX_PARALLEL
-from cluster.storage import Durability, Store, open_store
+from cluster.storage import Durability, Store, open_store, redact
 
 __all__ = ["RunSpec", "RunDescription", "OrchestratorStatistics", "DURABILITY_MODES", "DEFAULT_KEEP_VERSIONS"]
 
@@ -52,9 +52,10 @@ class RunSpec(BaseModel):
 
     @property
     def store_path(self) -> str | None:
+        """The store's file or URL, never with a password (it is reported and logged)."""
         if self.store is None:
             return None
-        return self.store if isinstance(self.store, str) else getattr(self.store, "path", None)
+        return redact(self.store) if isinstance(self.store, str) else getattr(self.store, "path", None)
 
     def described(self) -> RunDescription:
         """What a handle of this run needs (everything but the token)."""

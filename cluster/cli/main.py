@@ -31,6 +31,7 @@ from cluster.cli.status import collect_status, render_status
 from cluster.cli.ui import add_ui_command, start_run_page
 from cluster import configure_logging, connect
 from cluster.metrics import serve_metrics
+from cluster.storage import is_postgres_url
 
 __all__ = ["main", "build_parser"]
 
@@ -88,7 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", default=None, metavar="RUN",
                      help="continue the stored run RUN (with --store) exactly where it stopped, instead of a new task")
     run.add_argument("--root", default=".", help="the directory to explore (default: the current one)")
-    run.add_argument("--store", default=None, metavar="PATH", help="a SQLite file to journal the run in (default: memory only)")
+    run.add_argument("--store", default=None, metavar="STORE",
+                     help="a SQLite file or a postgresql:// URL to journal the run in (default: memory only)")
     run.add_argument("--durability", choices=("sync", "batch", "exit"), default="sync", help="journal mode with --store (default: sync)")
     run.add_argument("--name", default=None, help="name the run (to attach to it or find it in `soloist status`)")
     run.add_argument("--max-turns", type=_positive_int, default=None, help="stop after this many coordinator turns (default: 40)")
@@ -111,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "a page at a time (--offset, --limit, --status), with the count of every run by status and, "
                             "on a cluster, its run hosts. Without either: the live runs of the cluster `soloist up` started, "
                             "and the runs stored in ./runs.sqlite when that file exists.")
-    status.add_argument("--store", default=None, metavar="PATH", help="a run store (SQLite file)")
+    status.add_argument("--store", default=None, metavar="STORE", help="a run store (a SQLite file or a postgresql:// URL)")
     status.add_argument("--json", action="store_true", help="print JSON instead of tables")
     status.add_argument("--limit", type=_positive_int, default=DEFAULT_LIMIT, metavar="N",
                         help=f"show at most N runs (default: {DEFAULT_LIMIT}); only those are read in full")
@@ -224,7 +226,7 @@ def _cmd_status(args: argparse.Namespace, out: Console, err: Console) -> int:
             else:
                 out.print(message, markup=False, highlight=False, soft_wrap=True)
             return EXIT_OK
-    if store is not None and not os.path.exists(store):
+    if store is not None and not is_postgres_url(store) and not os.path.exists(store):
         err.print(f"[red]soloist status: no store at {store!r}[/]")
         return EXIT_USAGE
     with stdout_reserved(args.json) as reserved:
@@ -233,7 +235,7 @@ def _cmd_status(args: argparse.Namespace, out: Console, err: Console) -> int:
             reserved.write_document(report.model_dump_json(indent=2))
         else:
             render_status(out, report)
-    return EXIT_OK
+    return EXIT_FAILED if report.store_health is not None and not report.store_health.reachable else EXIT_OK
 
 
 def _cmd_up(args: argparse.Namespace, out: Console, err: Console) -> int:

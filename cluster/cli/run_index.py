@@ -17,7 +17,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 from actors import HostStatistics, Orchestrator, host_statistics, hosted_runs
-from cluster.storage import SqliteStore
+from cluster.storage import PostgresStore, SqliteStore
 
 __all__ = ["RUN_STATUSES", "NO_STATUS", "DEDICATED", "DEFAULT_LIMIT", "MAX_PAGE_LIMIT", "RunQuery", "IndexedRun",
            "RunIndexPage", "index_runs", "check_query"]
@@ -105,7 +105,7 @@ class RunIndexPage(BaseModel):
         return sum(self.counts.values())
 
 
-def index_runs(store: SqliteStore | None, query: RunQuery, *, live: bool) -> RunIndexPage:
+def index_runs(store: SqliteStore | PostgresStore | None, query: RunQuery, *, live: bool) -> RunIndexPage:
     """The page ``query`` asks for, of the runs in ``store`` and (``live``) of the connected
     cluster. Blocking: store reads and calls to the run hosts."""
     runs = _collect(store, live=live)
@@ -116,7 +116,7 @@ def index_runs(store: SqliteStore | None, query: RunQuery, *, live: bool) -> Run
                         offset=query.offset, limit=query.limit, status=query.status, hosts=hosts)
 
 
-def _collect(store: SqliteStore | None, *, live: bool) -> list[IndexedRun]:
+def _collect(store: SqliteStore | PostgresStore | None, *, live: bool) -> list[IndexedRun]:
     stored = {info.name: info for info in store.list_runs()} if store is not None else {}
     found: list[IndexedRun] = []
     if live:

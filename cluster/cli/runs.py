@@ -27,7 +27,7 @@ from actors import Change, HistoryCompacted, InterruptNotOpen, Orchestrator, ans
 from cluster.cli.explore import resume_run
 from cluster.cli.report import LiveProgress, render_report
 from cluster import connect
-from cluster.storage import FinalStatus, RunLockedElsewhere, SqliteStore, parse_age, remove_finished_runs
+from cluster.storage import FinalStatus, RunLockedElsewhere, is_postgres_url, open_store, parse_age, redact, remove_finished_runs
 
 __all__ = ["add_run_commands", "resume_command", "EXIT_WAITING"]
 
@@ -54,7 +54,7 @@ def add_run_commands(sub: Any, add_connection_args: Any) -> None:
     approve.add_argument("run", help="the run's name")
     approve.add_argument("interrupt", metavar="ID", nargs="?", default=None,
                          help="the interrupt's id (as printed by soloist run); omit it to list the open interrupts")
-    approve.add_argument("--store", required=True, metavar="PATH", help="the run's store (SQLite file)")
+    approve.add_argument("--store", required=True, metavar="STORE", help="the run's store (a SQLite file or a postgresql:// URL)")
     approve.add_argument("--reject", action="store_true", help="reject instead of approving")
     approve.add_argument("--reason", default=None, help="why (recorded with the answer; given to rejected tool calls)")
     add_connection_args(approve)
@@ -67,7 +67,7 @@ def add_run_commands(sub: Any, add_connection_args: Any) -> None:
         "naming the earliest version still kept.",
     )
     history.add_argument("run", help="the run's name")
-    history.add_argument("--store", required=True, metavar="PATH", help="the run's store (SQLite file)")
+    history.add_argument("--store", required=True, metavar="STORE", help="the run's store (a SQLite file or a postgresql:// URL)")
     history.add_argument("--since", type=_version, default=0, help="list versions after this one (default: 0)")
     history.add_argument("--until", type=_version, default=None, help="up to this version (default: the last)")
     history.add_argument("--json", action="store_true", help="one JSON object per version")
@@ -82,8 +82,8 @@ def add_run_commands(sub: Any, add_connection_args: Any) -> None:
     fork.add_argument("run", help="the run to fork")
     fork.add_argument("--at", type=_version, required=True, metavar="N", help="the version to fork at")
     fork.add_argument("--name", required=True, metavar="NEW", help="the new run's name")
-    fork.add_argument("--store", required=True, metavar="PATH", help="the run's store (SQLite file)")
-    fork.add_argument("--to-store", default=None, metavar="PATH", help="store the new run here (default: --store)")
+    fork.add_argument("--store", required=True, metavar="STORE", help="the run's store (a SQLite file or a postgresql:// URL)")
+    fork.add_argument("--to-store", default=None, metavar="STORE", help="store the new run here (default: --store)")
     add_connection_args(fork)
     fork.set_defaults(handler=_cmd_fork)
 
@@ -92,7 +92,7 @@ def add_run_commands(sub: Any, add_connection_args: Any) -> None:
         description=f"Delete every run of the store that finished ({', '.join(get_args(FinalStatus))}) "
         "more than --older-than ago. Runs that wait for approval, and runs never driven by a Run, are kept.",
     )
-    gc.add_argument("--store", required=True, metavar="PATH", help="the store (SQLite file)")
+    gc.add_argument("--store", required=True, metavar="STORE", help="the store (a SQLite file or a postgresql:// URL)")
     gc.add_argument("--older-than", required=True, metavar="AGE", help="e.g. 7d, 12h, 30m, 0s")
     gc.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
     gc.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -100,7 +100,8 @@ def add_run_commands(sub: Any, add_connection_args: Any) -> None:
 
 
 def _missing_store(path: str, command: str, err: Console) -> bool:
-    if not os.path.exists(path):
+    """A store file that is not there (a database URL is checked when it is opened)."""
+    if not is_postgres_url(path) and not os.path.exists(path):
         err.print(f"[red]soloist {command}: no store at {path!r}[/]")
         return True
     return False
@@ -119,7 +120,7 @@ def _refused(command: str, exc: RunLockedElsewhere, err: Console) -> int:
 def _stored_history(path: str, name: str, since: int, until: int | None) -> list[Change]:
     """The committed changes of a stored run, read from the store alone (nothing is started
     and nothing is written, so a run that another process drives is safe to read)."""
-    store = SqliteStore(path)
+    store = open_store(path)
     try:
         if store.get_run(name) is None:
             raise ValueError(f"no run named {name!r} in {path}")
@@ -174,7 +175,7 @@ def _cmd_approve(args: argparse.Namespace, out: Console, err: Console) -> int:
             verb = "rejected" if args.reject else "approved"
             out.print(f"{verb} {args.interrupt} (version {version}); {len(left)} interrupt(s) still open")
             if not left:
-                out.print(f"resume with: soloist run --resume {args.run} --store {args.store}")
+                out.print(f"resume with: soloist run --resume {args.run} --store {redact(args.store)}")
             return EXIT_OK
         finally:
             await orch.close()
@@ -237,7 +238,7 @@ def _cmd_fork(args: argparse.Namespace, out: Console, err: Console) -> int:
             await fork.close()
         finally:
             await orch.close()
-        out.print(f"forked {args.run} at version {args.at} as {args.name} in {args.to_store or args.store}")
+        out.print(f"forked {args.run} at version {args.at} as {args.name} in {redact(args.to_store or args.store)}")
         return EXIT_OK
 
     return asyncio.run(go())
@@ -251,7 +252,7 @@ def _cmd_gc(args: argparse.Namespace, out: Console, err: Console) -> int:
         return EXIT_USAGE
     if _missing_store(args.store, "gc", err):
         return EXIT_USAGE
-    store = SqliteStore(args.store)
+    store = open_store(args.store)
     try:
         report = remove_finished_runs(store, age, dry_run=args.dry_run)
     finally:
@@ -297,7 +298,7 @@ def report_waiting(outcome: Any, run: str, store: str | None, err: Console) -> i
         err.print(f"[yellow]soloist run: run {run} waits for approval:[/]")
         for i in outcome.interrupts:
             err.print(f"  {i.id}: {json.dumps(i.question)}", soft_wrap=True, markup=False, highlight=False)
-        where = f" --store {store}" if store else ""
+        where = f" --store {redact(store)}" if store else ""
         err.print(f"answer each with: soloist approve {run} ID{where} [--reject --reason TEXT]; then: "
                   f"soloist run --resume {run}{where}", markup=False, highlight=False)
         return EXIT_WAITING

@@ -21,7 +21,7 @@ from rich.table import Table
 from actors import HostStatistics, Orchestrator, OrchestratorClosed, OrchestratorNotFound, PoolStatus, pool_status
 from cluster import connect
 from cluster.cli.run_index import DEFAULT_LIMIT, IndexedRun, RunIndexPage, check_query, index_runs
-from cluster.storage import SqliteStore
+from cluster.storage import PostgresStore, SqliteStore, StoreHealth, StoreUnreachable, open_store, redact
 
 __all__ = ["RunStatusRow", "StatusReport", "collect_status", "render_status"]
 
@@ -51,6 +51,9 @@ class StatusReport(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     store: str | None = None
+    """The store read: its file, or its URL without the password."""
+    store_health: StoreHealth | None = None
+    """Whether the store answers (a server: its version and the latency of a trivial query)."""
     address: str | None = None
     runs: list[RunStatusRow] = Field(default_factory=list)
     """The page of runs asked for (``offset``, ``limit``, ``status``)."""
@@ -75,7 +78,12 @@ def collect_status(*, store: str | None, address: str | None, offset: int = 0, l
     pools: list[PoolStatus] = []
     if address is not None:
         connect(address)
-    opened = SqliteStore(store) if store is not None else None
+    try:
+        opened: SqliteStore | PostgresStore | None = open_store(store) if store is not None else None  # type: ignore[assignment]
+    except StoreUnreachable as exc:  # the report is the store's health: say why it does not answer
+        health = StoreHealth(location=exc.path, kind="postgresql", reachable=False, error=str(exc))
+        return StatusReport(store=exc.path, store_health=health, address=address)
+    health = opened.health() if opened is not None else None
     try:
         page = index_runs(opened, query, live=address is not None)
         rows = _read_page(page, opened)
@@ -84,11 +92,11 @@ def collect_status(*, store: str | None, address: str | None, offset: int = 0, l
             opened.close()
     if address is not None:
         pools = asyncio.run(pool_status())
-    return StatusReport(store=store, address=address, runs=rows, total=page.total, offset=page.offset, limit=page.limit,
+    return StatusReport(store=redact(store) if store is not None else None, store_health=health, address=address, runs=rows, total=page.total, offset=page.offset, limit=page.limit,
                         status=page.status, counts=page.counts, hosts=page.hosts, pools=pools)
 
 
-def _read_page(page: RunIndexPage, store: SqliteStore | None) -> list[RunStatusRow]:
+def _read_page(page: RunIndexPage, store: SqliteStore | PostgresStore | None) -> list[RunStatusRow]:
     """Each run of the page read in full: stored ones from the store, live loaded ones
     through their orchestrator (concurrently)."""
     stored = [r.name for r in page.runs if r.stored]
@@ -111,7 +119,7 @@ def _read_page(page: RunIndexPage, store: SqliteStore | None) -> list[RunStatusR
     return rows
 
 
-def _agents(store: SqliteStore, name: str) -> list[dict[str, Any]]:
+def _agents(store: SqliteStore | PostgresStore, name: str) -> list[dict[str, Any]]:
     return [{"agent_id": a.agent_id, **{k: a.record.get(k) for k in ("kind", "lifecycle", "updated_at")}}
             for a in store.list_agents(name)]
 
@@ -132,6 +140,8 @@ async def _live_read(name: str) -> dict[str, Any]:
 
 
 def render_status(console: Console, report: StatusReport) -> None:
+    if report.store_health is not None:
+        console.print(health_line(report.store_health), markup=False, highlight=False, soft_wrap=True)
     if report.pools:
         _render_pools(console, report.pools)
     if report.hosts:
@@ -152,6 +162,14 @@ def render_status(console: Console, report: StatusReport) -> None:
         table.add_row(r.name, r.source, r.status, host, str(r.version), r.state_type, agents)
     console.print(table)
     console.print(_page_line(report), markup=False, highlight=False, soft_wrap=True)
+
+
+def health_line(health: StoreHealth) -> str:
+    """``store postgresql://u@h/db: reachable, PostgreSQL 15.4, 0.4 ms`` or the error."""
+    if not health.reachable:
+        return f"store {health.location}: UNREACHABLE ({health.error})"
+    latency = f", {health.latency_ms:.1f} ms" if health.latency_ms is not None else ""
+    return f"store {health.location}: reachable, {health.server or health.kind}{latency}"
 
 
 def _counts_text(counts: dict[str, int]) -> str:

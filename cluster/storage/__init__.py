@@ -1,4 +1,4 @@
-"""Durable storage of runs: the store interface, SQLite and in-memory stores, state diffs.
+"""Durable storage of runs: the store interface, SQLite, PostgreSQL and in-memory stores, state diffs.
 
 Pure Python (no Ray): the orchestrator actor calls a store from its event loop, so
 ``append`` never blocks on disk and everything else should run in a worker thread.
@@ -15,6 +15,7 @@ from .base import (
     JournalEntry,
     RunInfo,
     Store,
+    StoreHealth,
     StoreStatistics,
 )
 from .diff import apply_diff, diff_states
@@ -29,6 +30,7 @@ from .exceptions import (
     StoreCorrupted,
     StoreError,
     StoreReadOnly,
+    StoreUnreachable,
     StoreWriteFailed,
     VersionCompacted,
     WriterFenced,
@@ -36,7 +38,9 @@ from .exceptions import (
 from .gc import FINISHED_STATUSES, FinalStatus, GcReport, finished_runs, parse_age, remove_finished_runs
 from .memory import MemoryStore
 from ._replay import replay
+from .postgres import PostgresStore
 from .sqlite import SCHEMA_VERSION, SqliteStore
+from ._url import is_postgres_url, redact
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -47,6 +51,7 @@ __all__ = [
     "JournalEntry",
     "JournalGap",
     "MemoryStore",
+    "PostgresStore",
     "RunExists",
     "RunInfo",
     "RunLockedElsewhere",
@@ -58,7 +63,9 @@ __all__ = [
     "StoreCorrupted",
     "StoreError",
     "StoreReadOnly",
+    "StoreHealth",
     "StoreStatistics",
+    "StoreUnreachable",
     "StoreWriteFailed",
     "VersionCompacted",
     "WriterFenced",
@@ -71,6 +78,8 @@ __all__ = [
     "apply_diff",
     "diff_states",
     "open_store",
+    "is_postgres_url",
+    "redact",
     "replay",
 ]
 
@@ -78,11 +87,14 @@ __all__ = [
 def open_store(
     spec: str | os.PathLike[str] | Store | None, *, durability: Durability = "sync"
 ) -> Store | None:
-    """None -> None (no storage); a store -> itself; a path -> a :class:`SqliteStore`."""
+    """None -> None (no storage); a store -> itself; a ``postgresql://`` (or ``postgres://``)
+    URL -> a :class:`PostgresStore`; a path -> a :class:`SqliteStore`."""
     if spec is None:
         return None
+    if is_postgres_url(spec):
+        return PostgresStore(str(spec), durability=durability)
     if isinstance(spec, (str, os.PathLike)):
         return SqliteStore(spec, durability=durability)
     if isinstance(spec, Store):
         return spec
-    raise TypeError(f"store must be a path, a Store or None, not {type(spec).__name__}")
+    raise TypeError(f"store must be a path, a postgresql:// URL, a Store or None, not {type(spec).__name__}")

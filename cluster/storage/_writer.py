@@ -1,11 +1,19 @@
-"""The group-commit writer: one thread, the only write connection, one fsync per group.
+"""The group-commit writer: one thread, the only write connection, one transaction per group.
 
 Callers queue operations (``fn(conn)``) and get futures. The thread drains everything
 queued so far into ONE transaction, runs each operation inside its own savepoint (a
-``StoreError`` rolls back that operation alone and fails only its future), commits, and
-only then resolves the futures, so concurrent callers share one WAL fsync. If the
+``StoreError`` rolls back that operation alone and fails only its future; a group of one
+operation needs none), commits, and
+only then resolves the futures, so concurrent callers share one commit (one fsync). If the
 transaction itself fails (full disk, read-only file, I/O error), every operation it
 carried fails with the translated error and nothing of it is stored.
+
+The connection is a :class:`WriteSession` (SQLite, PostgreSQL). When a session reports
+the connection *lost* (a database server restarting), the writer opens a new one and runs
+the whole group again in a new transaction, with :attr:`GroupCommitWriter.retrying` set so
+operations recognise their own earlier commit (the journal's request ids make appends
+exactly-once). It keeps trying for the session's retry time, then fails the group with the
+session's ``unreachable`` error and tries afresh for the next group.
 """
 
 from __future__ import annotations
@@ -13,20 +21,43 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import queue
-import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from ._gate import WriteGate
-from ._schema import translate
 from .exceptions import StoreClosed, StoreError
 
 logger = logging.getLogger(__name__)
 _LOG = {"component": "store"}
 
-Operation = Callable[[sqlite3.Connection], Any]
+Operation = Callable[[Any], Any]
+
+
+class WriteSession(Protocol):
+    """The write connection of one store, as the writer drives it. ``conn`` is what each
+    operation receives; ``lost`` tells a dropped connection (retry the group on a new
+    session) from any other failure, which ``translate`` turns into a ``StoreError``."""
+
+    conn: Any
+
+    def begin(self) -> None: ...
+    def savepoint(self) -> None: ...
+    def release(self) -> None: ...
+    def rollback_savepoint(self) -> None: ...
+    def commit(self) -> None: ...
+    def rollback(self) -> None: ...
+    def close(self) -> None: ...
+    def lost(self, exc: BaseException) -> bool: ...
+    def translate(self, exc: BaseException) -> BaseException: ...
+
+
+class Reconnect(Protocol):
+    """Opens a new session, retrying until ``deadline`` (``time.monotonic``); raises the
+    store's ``unreachable`` error after it."""
+
+    def __call__(self, deadline: float | None) -> WriteSession: ...
 
 
 @dataclass
@@ -40,32 +71,36 @@ class _Op:
 _STOP = _Op(fn=None, future=concurrent.futures.Future())
 
 
+class _Lost(Exception):
+    """The session's connection dropped during a group: run the group again."""
+
+
 class GroupCommitWriter:
-    """Owns the write connection of one store file on a background thread."""
+    """Owns the write connection of one store on a background thread."""
 
     def __init__(
         self,
         path: str,
-        connect: Callable[[], sqlite3.Connection],
+        connect: Reconnect,
         *,
+        retry_for_s: float = 0.0,
         after_group: Callable[[], None] | None = None,
-        gate: WriteGate | None = None,
     ) -> None:
         """Start the thread; raise the ``StoreError`` of ``connect`` if it cannot open.
-        ``after_group`` runs on the thread after each transaction ends (committed or not);
-        ``gate``, when given, is held for each transaction that writes."""
+        ``after_group`` runs on the thread after each transaction ends (committed or not)."""
         self._path = path
+        self._connect = connect
+        self._retry_for_s = retry_for_s
         self._after_group = after_group
-        self._gate = gate
         self._queue: queue.SimpleQueue[_Op] = queue.SimpleQueue()
         self._lock = threading.Lock()  # makes "closed" and "queued" one step for submitters
         self._closed = False  # once True, nothing more is queued; _STOP is last in the queue
         self.commits = 0  # operations committed; written by the thread only
         self.fsync_batches = 0  # transactions committed; written by the thread only
+        self.reconnects = 0  # sessions opened after a lost connection; written by the thread only
+        self.retrying = False  # True while a group runs again after a lost connection (thread only)
         ready: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._thread = threading.Thread(
-            target=self._main, args=(connect, ready), name=f"soloist-store-writer:{path}", daemon=True
-        )
+        self._thread = threading.Thread(target=self._main, args=(ready,), name=f"soloist-store-writer:{path}", daemon=True)
         self._thread.start()
         ready.result()
 
@@ -87,10 +122,10 @@ class GroupCommitWriter:
                 self._queue.put(_STOP)
         self._thread.join()
 
-    def _main(self, connect: Callable[[], sqlite3.Connection], ready: concurrent.futures.Future[None]) -> None:
+    def _main(self, ready: concurrent.futures.Future[None]) -> None:
         """Open the connection, then commit queued operations in groups until stopped."""
         try:
-            conn = connect()
+            session: WriteSession | None = self._connect(None)
         except StoreError as exc:
             with self._lock:
                 self._closed = True
@@ -108,24 +143,85 @@ class GroupCommitWriter:
                         break
                 stop = any(op is _STOP for op in group)
                 try:
-                    self._commit_group(conn, [op for op in group if op is not _STOP])
+                    session = self._commit_with_retry(session, [op for op in group if op is not _STOP])
                 finally:
                     if self._after_group is not None:
                         self._after_group()
         finally:
-            conn.close()
+            if session is not None:
+                session.close()
 
-    def _commit_group(self, conn: sqlite3.Connection, ops: list[_Op]) -> None:
-        """Run ``ops`` in one transaction (a savepoint each), commit, resolve their futures."""
-        writes = any(op.fn for op in ops)
-        if writes and self._gate is not None:
-            self._gate.enter()
+    def _commit_with_retry(self, session: WriteSession | None, ops: list[_Op]) -> WriteSession | None:
+        """Commit ``ops`` as one group, on a new session whenever the connection is lost, for
+        up to the retry time; then fail them with the store's ``unreachable`` error."""
+        if not any(op.fn for op in ops):
+            for op in ops:
+                op.future.set_result(None)
+            return session
+        deadline: float | None = None
         try:
-            outcomes = self._run_group(conn, ops, writes)
+            while True:
+                if session is None:
+                    if deadline is None:
+                        deadline = time.monotonic() + self._retry_for_s
+                    try:
+                        session = self._connect(deadline)
+                    except StoreError as exc:
+                        logger.error("store write failed: %s", exc, extra=_LOG)
+                        for op in ops:
+                            op.future.set_exception(exc)
+                        return None
+                    self.reconnects += 1
+                    self.retrying = True
+                    logger.warning("store %s: reconnected; running %d writes again", self._path, len(ops), extra=_LOG)
+                try:
+                    self._commit_group(session, ops)
+                    return session
+                except _Lost as lost:
+                    logger.warning("store %s: connection lost (%s); retrying the group", self._path, lost, extra=_LOG)
+                    session.close()
+                    session = None
         finally:
-            if writes and self._gate is not None:
-                self._gate.leave()
-        if outcomes is None:
+            self.retrying = False
+
+    def _commit_group(self, session: WriteSession, ops: list[_Op]) -> None:
+        """Run ``ops`` in one transaction (a savepoint each), commit, resolve their futures;
+        raise ``_Lost`` (nothing resolved) when the connection dropped on the way."""
+        outcomes: list[tuple[_Op, Any, BaseException | None]] = []
+        # A lone operation needs no savepoint: when it fails, the whole transaction is rolled back.
+        savepoints = sum(1 for op in ops if op.fn is not None) > 1
+        try:
+            session.begin()
+            aborted = False
+            for op in ops:
+                if op.fn is None:
+                    outcomes.append((op, None, None))
+                    continue
+                if savepoints:
+                    session.savepoint()
+                try:
+                    result = op.fn(session.conn)
+                except StoreError as exc:
+                    if savepoints:
+                        session.rollback_savepoint()
+                    else:
+                        session.rollback()
+                        aborted = True
+                    outcomes.append((op, None, exc))
+                else:
+                    if savepoints:
+                        session.release()
+                    outcomes.append((op, result, None))
+            if not aborted:
+                session.commit()
+        except Exception as exc:  # a failed transaction fails every operation it carried
+            if session.lost(exc):
+                raise _Lost(str(exc)) from exc
+            error = session.translate(exc)
+            logger.error("store write failed: %s", error, exc_info=exc, extra=_LOG)
+            session.rollback()
+            for op in ops:
+                op.future.set_exception(error)
             return
         committed = sum(1 for op, _, failure in outcomes if failure is None and op.fn is not None)
         if committed:
@@ -137,45 +233,3 @@ class GroupCommitWriter:
                 op.future.set_result(result)
             else:
                 op.future.set_exception(failure)
-
-    def _run_group(
-        self, conn: sqlite3.Connection, ops: list[_Op], writes: bool
-    ) -> list[tuple[_Op, Any, StoreError | None]] | None:
-        """The transaction of ``_commit_group``: each op's outcome, or None when the
-        transaction itself failed (then every op's future has failed already)."""
-        outcomes: list[tuple[_Op, Any, StoreError | None]] = []
-        try:
-            if writes:
-                conn.execute("BEGIN IMMEDIATE")
-            for op in ops:
-                if op.fn is None:
-                    outcomes.append((op, None, None))
-                    continue
-                conn.execute("SAVEPOINT op")
-                try:
-                    result = op.fn(conn)
-                except StoreError as exc:
-                    conn.execute("ROLLBACK TO op")
-                    conn.execute("RELEASE op")
-                    outcomes.append((op, None, exc))
-                else:
-                    conn.execute("RELEASE op")
-                    outcomes.append((op, result, None))
-            if conn.in_transaction:
-                conn.execute("COMMIT")
-        except Exception as exc:  # a failed transaction fails every operation it carried
-            error = translate(exc, self._path, writing=True) if isinstance(exc, sqlite3.Error) else exc
-            logger.error("store write failed: %s", error, exc_info=exc, extra=_LOG)
-            self._rollback(conn)
-            for op in ops:
-                op.future.set_exception(error)
-            return None
-        return outcomes
-
-    def _rollback(self, conn: sqlite3.Connection) -> None:
-        """Roll back an open transaction after a failure; a failing rollback is logged."""
-        if conn.in_transaction:
-            try:
-                conn.execute("ROLLBACK")
-            except sqlite3.Error as exc:
-                logger.error("rollback failed on %s: %s", self._path, exc, extra=_LOG)

@@ -83,6 +83,23 @@ class StoreStatistics(BaseModel):
     commits: int
     fsync_batches: int
     mean_batch_size: float
+    reconnects: int = 0
+    """Write connections opened again after the database server went away (PostgreSQL)."""
+
+
+class StoreHealth(BaseModel):
+    """Whether a store answers now (``soloist status``): for a server, its version and the
+    latency of a trivial query; otherwise the error that says why not."""
+
+    model_config = ConfigDict(frozen=True)
+
+    location: str
+    """The file, or the URL without its password."""
+    kind: Literal["sqlite", "postgresql", "memory"]
+    reachable: bool
+    server: str | None = None
+    latency_ms: float | None = None
+    error: str | None = None
 
 
 @runtime_checkable

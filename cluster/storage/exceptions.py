@@ -151,6 +151,28 @@ class StoreWriteFailed(StoreError):
         self.problem = problem
 
 
+class StoreUnreachable(StoreWriteFailed):
+    """Raised when a database server cannot be reached: refused at once for a reason no
+    retry mends (wrong password, unknown database or role), or still unreachable after the
+    store's retry time (``waited_s``). ``path`` names the server without its password. A
+    write that fails so was not acknowledged; its request ids make writing it again safe
+    (an entry that did commit is recognised, never applied twice)."""
+
+    waited_s: float
+
+    def __init__(self, *, path: str | None, problem: str, waited_s: float) -> None:
+        waited = f" after retrying for {waited_s:.1f} s" if waited_s >= 0.05 else ""
+        StoreError.__init__(
+            self,
+            f"store {path or MEMORY_PATH}: the database is unreachable{waited}: {problem}. "
+            "Nothing unacknowledged is known to be stored; check that the server runs and the URL "
+            "(host, port, user, password, database) is right, then retry",
+            path=path,
+        )
+        self.problem = problem
+        self.waited_s = waited_s
+
+
 class StoreReadOnly(StoreWriteFailed):
     """Raised when the file or its directory cannot be written (permissions, read-only
     medium, read-only open); reads still work."""

@@ -20,12 +20,13 @@ from .base import (
     Checkpoint,
     JournalEntry,
     RunInfo,
+    StoreHealth,
     StoreStatistics,
     check_entries,
     check_tail,
     dump_json,
 )
-from .exceptions import JournalGap, RunExists, RunNotFound, StoreClosed, StoreError, VersionCompacted
+from .exceptions import MEMORY_PATH, JournalGap, RunExists, RunNotFound, StoreClosed, StoreError, VersionCompacted
 
 
 @dataclass
@@ -267,6 +268,11 @@ class MemoryStore:
             fsync_batches=0,
             mean_batch_size=0.0,
         )
+
+    def health(self) -> StoreHealth:
+        """Always reachable while open: it lives in this process."""
+        return StoreHealth(location=MEMORY_PATH, kind="memory", reachable=not self._closed,
+                           error="closed" if self._closed else None)
 
     def close(self) -> None:
         """Refuse further writes; idempotent. Reads keep working."""

@@ -1,4 +1,5 @@
-"""Durable orchestrator: exactly-once request ids, attach, exit durability, checkpoints."""
+"""Durable orchestrator: exactly-once request ids, attach, exit durability, checkpoints; the same
+on a PostgreSQL store (a URL is a store like a path, its password never reported)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import pytest
 from pydantic import BaseModel
 
 from actors import Orchestrator
-from cluster.storage import SqliteStore
+from cluster.storage import PostgresStore, SqliteStore, redact
 from coordinators import AgentState, TransitionBatch
+from tests._postgres import USER_WITH_PASSWORD, PostgresServer
 from tests._waits import eventually
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
@@ -93,8 +95,10 @@ async def test_retried_request_id_is_found_in_the_store_after_close_and_attach(t
         await again.close()
 
 
-async def test_retried_request_id_is_found_after_a_crash_restart(tmp_path: Path) -> None:
-    orch = Orchestrator(Counter(), name="crash-ids", store=tmp_path / "s.db", checkpoint_every=0)
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+async def test_retried_request_id_is_found_after_a_crash_restart(tmp_path: Path, kind: str, request: pytest.FixtureRequest) -> None:
+    store = tmp_path / "s.db" if kind == "sqlite" else request.getfixturevalue("pg_url")
+    orch = Orchestrator(Counter(), name=f"crash-ids-{kind}", store=store, checkpoint_every=0)
     try:
         v = await orch.apply(inc, request_id="before-crash")
         await _kill_worker(orch)
@@ -201,5 +205,50 @@ async def test_checkpoints_compact_the_journal_and_recovery_loads_checkpoint_plu
         assert await orch.version() == 35
         assert (await orch.snapshot()).log == [str(i) for i in range(35)]
         assert (await orch.statistics()).restarted
+    finally:
+        await orch.close()
+
+
+# -- on a PostgreSQL store ----------------------------------------------------------------
+
+
+@pytest.fixture
+def pg_url(postgres_server: PostgresServer) -> str:
+    """A fresh schema, reached as a role that logs in with a password."""
+    user, password = USER_WITH_PASSWORD
+    return postgres_server.fresh_url().replace("postgresql://postgres@", f"postgresql://{user}:{password}@")
+
+
+async def test_a_run_on_postgres_is_closed_attached_again_and_applies_each_request_once(pg_url: str) -> None:
+    orch = Orchestrator(Counter(), name="pg-ids", store=pg_url, checkpoint_every=3)
+    recorded = {f"r{i}": await orch.apply(inc, request_id=f"r{i}") for i in range(7)}
+    stats = await orch.statistics()
+    assert stats.store == redact(pg_url) and USER_WITH_PASSWORD[1] not in stats.model_dump_json()
+    await orch.close()
+    again = Orchestrator.attach("pg-ids", store=pg_url)
+    try:
+        assert [await again.apply(inc, request_id=rid) for rid in recorded] == list(recorded.values())
+        assert (await again.snapshot()).count == 7 and await again.version() == 7
+    finally:
+        await again.close()
+    store = PostgresStore(pg_url)
+    try:
+        checkpoint, tail = store.load("pg-ids")
+        assert checkpoint.version + len(tail) == 7 and store.find_request("pg-ids", "r0") == 1
+    finally:
+        store.close()
+
+
+async def test_history_and_fork_read_and_write_a_postgres_store(pg_url: str) -> None:
+    orch = Orchestrator(Counter(), name="pg-history", store=pg_url)
+    try:
+        for word in "abc":
+            await orch.apply(lambda s, w=word: s.log.append(w))
+        assert [c.version for c in await orch.history(0)] == [1, 2, 3]
+        fork = await orch.fork("pg-fork", at_version=2, store=pg_url)
+        try:
+            assert (await fork.snapshot()).log == ["a", "b"]
+        finally:
+            await fork.close()
     finally:
         await orch.close()

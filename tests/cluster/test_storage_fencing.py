@@ -1,14 +1,16 @@
-"""Fencing epochs of the SQLite store: a superseded activation of a run never commits again."""
+"""Fencing epochs of the SQL stores: a superseded activation of a run never commits again."""
 
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
-from collections.abc import Iterator
+from typing import Any
 from pathlib import Path
 
 import pytest
 
+from tests._stores import StoreLocation
 from cluster.storage import SCHEMA_VERSION, JournalEntry, RunInfo, RunLockedElsewhere, SqliteStore, WriterFenced
 
 
@@ -26,19 +28,17 @@ def path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def stores(path: Path) -> Iterator[tuple[SqliteStore, SqliteStore]]:
-    old, new = SqliteStore(path), SqliteStore(path)
-    yield old, new
-    old.close()
-    new.close()
+def stores(store_location: StoreLocation) -> tuple[Any, Any]:
+    """Two store objects on one file or database: an older and a newer writer of a run."""
+    return store_location.open(), store_location.open()
 
 
-def _journal(path: Path, run: str) -> list[int]:
-    with sqlite3.connect(path) as conn:
-        return [v for (v,) in conn.execute("SELECT version FROM journal WHERE run = ? ORDER BY version", (run,))]
+def _journal(store_location: StoreLocation, run: str) -> list[int]:
+    with store_location.raw() as conn:
+        return [v for (v,) in conn.execute(f"SELECT version FROM journal WHERE run = '{run}' ORDER BY version").fetchall()]
 
 
-def test_each_activation_raises_the_epoch_and_records_its_holder(stores: tuple[SqliteStore, SqliteStore]) -> None:
+def test_each_activation_raises_the_epoch_and_records_its_holder(stores: tuple[Any, Any]) -> None:
     old, new = stores
     assert old.activate("r", holder={"host": "a"}) == 1
     assert new.activate("r", holder={"host": "b"}) == 2
@@ -46,7 +46,7 @@ def test_each_activation_raises_the_epoch_and_records_its_holder(stores: tuple[S
     assert old.activation("never") is None
 
 
-def test_a_superseded_activation_cannot_append_and_nothing_is_stored(path: Path, stores: tuple[SqliteStore, SqliteStore]) -> None:
+def test_a_superseded_activation_cannot_append_and_nothing_is_stored(store_location: StoreLocation, stores: tuple[Any, Any]) -> None:
     old, new = stores
     old.activate("r", holder={"host": "a"})
     old.create_run(_info("r"), {"n": 0})
@@ -57,13 +57,13 @@ def test_a_superseded_activation_cannot_append_and_nothing_is_stored(path: Path,
         old.append("r", [_entry(2)]).result()
     assert isinstance(caught.value, RunLockedElsewhere)  # callers that handle "another writer" handle this too
     assert (caught.value.epoch, caught.value.current, caught.value.holder["host"]) == (1, 2, "b")
-    assert _journal(path, "r") == [1]
+    assert _journal(store_location, "r") == [1]
 
     new.append("r", [_entry(2)]).result()  # the newest activation goes on from the stored journal
-    assert _journal(path, "r") == [1, 2]
+    assert _journal(store_location, "r") == [1, 2]
 
 
-def test_every_kind_of_write_of_a_superseded_activation_is_refused(stores: tuple[SqliteStore, SqliteStore]) -> None:
+def test_every_kind_of_write_of_a_superseded_activation_is_refused(stores: tuple[Any, Any]) -> None:
     old, new = stores
     old.activate("r", holder={})
     old.create_run(_info("r"), {"n": 0})
@@ -77,7 +77,7 @@ def test_every_kind_of_write_of_a_superseded_activation_is_refused(stores: tuple
     assert new.get_run("r") is not None and new.get_run("r").metadata == {}
 
 
-def test_a_deactivated_run_is_written_again_only_through_a_new_activation(stores: tuple[SqliteStore, SqliteStore]) -> None:
+def test_a_deactivated_run_is_written_again_only_through_a_new_activation(stores: tuple[Any, Any]) -> None:
     old, new = stores
     old.activate("r", holder={})
     old.create_run(_info("r"), {"n": 0})
@@ -102,8 +102,27 @@ def test_a_store_of_schema_1_is_migrated_in_place_and_keeps_its_runs(path: Path)
     try:
         assert reopened.activate("r", holder={}) == 1
         reopened.append("r", [_entry(2)]).result()
-        assert _journal(path, "r") == [1, 2]
+        assert [e.version for e in reopened.load("r")[1]] == [1, 2]
     finally:
         reopened.close()
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+
+
+def test_activations_racing_from_many_store_objects_each_get_their_own_epoch(store_location: StoreLocation) -> None:
+    stores = [store_location.open() for _ in range(6)]
+    start = threading.Barrier(len(stores))
+    epochs: list[int] = []
+
+    def activate(store: Any, i: int) -> None:
+        start.wait()
+        epochs.append(store.activate("r", holder={"i": i}))
+
+    threads = [threading.Thread(target=activate, args=(s, i)) for i, s in enumerate(stores)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(epochs) == [1, 2, 3, 4, 5, 6]
+    newest = stores[0].activation("r")
+    assert newest is not None and newest[0] == 6

@@ -1,15 +1,14 @@
-"""MemoryStore honours the same contract as SqliteStore (each test runs on both)."""
+"""MemoryStore honours the same contract as the SQL stores (each test runs on memory, SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import cluster.storage
+from tests._stores import ALL_KINDS
 from cluster.storage import (
     DuplicateRequest,
     JournalEntry,
@@ -18,7 +17,6 @@ from cluster.storage import (
     RunExists,
     RunInfo,
     RunNotFound,
-    SqliteStore,
     Store,
     StoreClosed,
 )
@@ -34,11 +32,10 @@ def entry(version: int, request_id: str | None = None, payload: Any = None) -> J
     )
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    s: Store = MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "s.sqlite")
-    yield s
-    s.close()
+@pytest.fixture(params=ALL_KINDS)
+def store_kind(request: pytest.FixtureRequest) -> str:
+    """Every kind of store, the in-memory one too (``store`` comes from ``conftest.py``)."""
+    return str(request.param)
 
 
 def test_memory_store_satisfies_the_store_protocol_and_has_no_path() -> None:
@@ -121,10 +118,11 @@ def test_package_exports_exactly_the_public_surface() -> None:
     assert sorted(cluster.storage.__all__) == sorted(
         [
             "SCHEMA_VERSION", "AgentRecordRow", "Checkpoint", "DuplicateRequest", "Durability", "JournalEntry",
-            "JournalGap", "MemoryStore", "RunExists", "RunInfo", "RunLockedElsewhere", "RunNotFound", "SchemaTooNew", "SqliteStore",
-            "Store", "StoreClosed", "StoreCorrupted", "StoreError", "StoreReadOnly", "StoreStatistics", "WriterFenced",
+            "JournalGap", "MemoryStore", "PostgresStore", "RunExists", "RunInfo", "RunLockedElsewhere", "RunNotFound", "SchemaTooNew",
+            "SqliteStore", "Store", "StoreClosed", "StoreCorrupted", "StoreError", "StoreHealth", "StoreReadOnly", "StoreStatistics",
+            "StoreUnreachable", "WriterFenced",
             "StoreWriteFailed", "VersionCompacted", "FINISHED_STATUSES", "FinalStatus", "GcReport", "finished_runs",
-            "parse_age", "remove_finished_runs", "apply_diff", "diff_states", "open_store", "replay",
+            "parse_age", "remove_finished_runs", "apply_diff", "diff_states", "open_store", "is_postgres_url", "redact", "replay",
         ]
     )
     for name in cluster.storage.__all__:

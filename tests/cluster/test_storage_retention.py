@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import get_args
-from pathlib import Path
 
 import pytest
 
 from actors import RunOutcome, RunRecord
+from tests._stores import ALL_KINDS
 from cluster.storage import (
     FINISHED_STATUSES,
     FinalStatus,
     JournalEntry,
-    MemoryStore,
     RunInfo,
     RunNotFound,
-    SqliteStore,
     Store,
     VersionCompacted,
     parse_age,
@@ -33,11 +30,10 @@ def _entry(version: int) -> JournalEntry:
     return JournalEntry(version=version, request_id=f"q{version}", kind="fn", payload=[], created_at=time.time())
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    s: Store = MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "s.sqlite")
-    yield s
-    s.close()
+@pytest.fixture(params=ALL_KINDS)
+def store_kind(request: pytest.FixtureRequest) -> str:
+    """Every kind of store, the in-memory one too (``store`` comes from ``conftest.py``)."""
+    return str(request.param)
 
 
 def _filled(store: Store, last: int = 10) -> Store:

@@ -19,7 +19,7 @@ from cluster.cli.ui.exceptions import RunNotFoundInUi
 from cluster.cli.ui.models import HistoryPage, RunRow
 from cluster.cli.ui.timeline import entry_from_journal, run_status
 from cluster import process_registry
-from cluster.storage import Checkpoint, JournalEntry, RunInfo, SqliteStore, replay
+from cluster.storage import Checkpoint, JournalEntry, PostgresStore, RunInfo, SqliteStore, open_store, replay
 from coordinators import AgentState
 
 __all__ = ["StoredView", "has_run", "index", "stored_row", "read_run", "history_page", "close_all"]
@@ -33,9 +33,9 @@ class _Document(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-def _store(path: str) -> SqliteStore:
-    """One open store per path for the server's lifetime (the process registry's ``ui_stores``)."""
-    store: SqliteStore = process_registry().ui_stores.get_or_create(path, lambda: SqliteStore(path))
+def _store(path: str) -> SqliteStore | PostgresStore:
+    """One open store per path or URL for the server's lifetime (the process registry's ``ui_stores``)."""
+    store: SqliteStore | PostgresStore = process_registry().ui_stores.get_or_create(path, lambda: open_store(path))
     return store
 
 

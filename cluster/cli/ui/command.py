@@ -14,6 +14,7 @@ from cluster.cli.ui.security import TOKEN_ENV
 from cluster.cli.ui.server import DEFAULT_PORT, UiServer
 from cluster.cli.ui.source import RunSource
 from cluster import connect
+from cluster.storage import is_postgres_url
 
 __all__ = ["add_ui_command", "start_run_page"]
 
@@ -36,7 +37,8 @@ def add_ui_command(sub: Any, *, add_connection_args: Any) -> None:
         description="Serve the runs page on 127.0.0.1. Read-only unless --allow-actions; actions then need the "
         "token printed here (or $SOLOIST_UI_TOKEN).",
     )
-    ui.add_argument("--store", default=None, metavar="PATH", help="a run store (SQLite file): its runs are listed too")
+    ui.add_argument("--store", default=None, metavar="STORE",
+                    help="a run store (a SQLite file or a postgresql:// URL): its runs are listed too")
     ui.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"the page's port (default: {DEFAULT_PORT}; 0: any free port)")
     ui.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1, loopback)")
     ui.add_argument("--i-know-this-is-public", dest="public_ok", action="store_true",
@@ -48,7 +50,7 @@ def add_ui_command(sub: Any, *, add_connection_args: Any) -> None:
 
 
 def _cmd_ui(args: argparse.Namespace, out: Console, err: Console) -> int:
-    if args.store is not None and not os.path.exists(args.store):
+    if args.store is not None and not is_postgres_url(args.store) and not os.path.exists(args.store):
         err.print(f"[red]soloist ui: no store at {escape(repr(args.store))}[/]")
         return EXIT_USAGE
     try:

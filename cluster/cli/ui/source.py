@@ -23,6 +23,7 @@ from cluster.cli.run_index import DEFAULT_LIMIT, NO_STATUS, RUN_STATUSES, Indexe
 from cluster.cli.ui.models import ActionOutcome, HistoryPage, InterruptView, RunDetail, RunRow, RunsPage
 from cluster.cli.ui.timeline import entry_from_change, reasoning_trail, run_status
 from cluster.cli.ui.exceptions import ActionRefused, RunNotFoundInUi
+from cluster.storage import redact
 
 __all__ = ["RunSource"]
 
@@ -95,7 +96,7 @@ class RunSource:
         page = await asyncio.to_thread(_stored.index, self.store, query, live=self.live)
         rows = await asyncio.gather(*(self._row(run) for run in page.runs))
         return RunsPage(runs=list(rows), total=page.total, offset=page.offset, limit=page.limit, status=page.status,
-                        counts=page.counts, statuses=list(RUN_STATUSES), hosts=page.hosts, store=self.store)
+                        counts=page.counts, statuses=list(RUN_STATUSES), hosts=page.hosts, store=redact(self.store) if self.store is not None else None)
 
     async def _row(self, run: IndexedRun) -> RunRow:
         """One run of the page, read in full; an unloaded hosted run is not attached to (that

@@ -1,0 +1,238 @@
+"""The PostgreSQL store: the SQL store's behaviour on a server many nodes share.
+
+Same semantics and errors as :class:`~.sqlite.SqliteStore` (both are a
+:class:`~._sqlbase.SqlStore`): each group commit of the writer is one transaction on its
+own connection, acknowledged only once PostgreSQL committed it (``synchronous_commit``
+stays on); reads use a ``psycopg_pool.ConnectionPool``. A lost connection (the server
+restarting) is retried on a new one for ``retry_for_s`` seconds - writes with the same
+request ids, so nothing is applied twice - after which the calls fail with
+``StoreUnreachable`` naming the server (never its password). JSON is stored as ``text``:
+byte for byte what SQLite stores, compressed by PostgreSQL once a value is large.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import time
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any, TypeVar
+
+import psycopg
+import psycopg_pool
+from psycopg.conninfo import conninfo_to_dict
+
+from ._pgclaims import ClaimKeeper, PgClaim, holder_of
+from ._pgschema import advisory_key, connect, connection_lost, ensure_schema
+from ._sqlbase import SqlStore
+from ._url import redact
+from ._writer import GroupCommitWriter
+from .base import Durability, StoreHealth
+from .exceptions import RunLockedElsewhere, StoreClosed, StoreError, StoreUnreachable, StoreWriteFailed
+
+__all__ = ["PostgresStore"]
+
+logger = logging.getLogger(__name__)
+_LOG = {"component": "store"}
+T = TypeVar("T")
+_READ_CONNECTIONS = 4
+RETRY_ENV = "SOLOIST_STORE_RETRY_S"
+DEFAULT_RETRY_S = 30.0
+_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
+
+
+@lru_cache(maxsize=512)
+def _placeholders(text: str) -> str:
+    """The shared SQL's ``?`` placeholders as psycopg's ``%s``."""
+    return text.replace("%", "%%").replace("?", "%s")
+
+
+class _Conn:
+    """A psycopg connection that speaks the shared SQL (``?`` placeholders)."""
+
+    def __init__(self, raw: psycopg.Connection[Any]) -> None:
+        self.raw = raw
+
+    def execute(self, text: str, params: Any = ()) -> psycopg.Cursor[Any]:
+        return self.raw.execute(_placeholders(text), tuple(params))
+
+    def executemany(self, text: str, rows: Any) -> None:
+        with self.raw.cursor() as cursor:
+            cursor.executemany(_placeholders(text), list(rows))
+
+
+class _PgSession:
+    """The writer's connection as a :class:`~._writer.WriteSession`: a transaction opens
+    with its first statement, each operation in a savepoint."""
+
+    def __init__(self, raw: psycopg.Connection[Any], location: str) -> None:
+        self.raw = raw
+        self.conn = _Conn(raw)
+        self._location = location
+
+    def begin(self) -> None:
+        """Nothing to send: psycopg opens the transaction with the first statement."""
+
+    def savepoint(self) -> None:
+        self.raw.execute("SAVEPOINT op")
+
+    def release(self) -> None:
+        self.raw.execute("RELEASE SAVEPOINT op")
+
+    def rollback_savepoint(self) -> None:
+        self.raw.execute("ROLLBACK TO SAVEPOINT op")
+        self.raw.execute("RELEASE SAVEPOINT op")
+
+    def commit(self) -> None:
+        self.raw.commit()
+
+    def rollback(self) -> None:
+        """Roll back after a failure; a failing rollback is logged (the connection is closed)."""
+        try:
+            self.raw.rollback()
+        except psycopg.Error as exc:
+            logger.error("rollback failed on %s: %s", self._location, exc, extra=_LOG)
+            self.raw.close()
+
+    def close(self) -> None:
+        self.raw.close()
+
+    def lost(self, exc: BaseException) -> bool:
+        return connection_lost(exc, self.raw)
+
+    def translate(self, exc: BaseException) -> BaseException:
+        if isinstance(exc, psycopg.Error):
+            return StoreWriteFailed(path=self._location, problem=str(exc).strip().splitlines()[0])
+        return exc
+
+
+class PostgresStore(SqlStore):
+    """A durable store in a PostgreSQL database, e.g. ``postgresql://user:pass@host:5432/db``.
+
+    The URL may choose the schema of the tables (``?options=-csearch_path%3Dname``) so that
+    several soloist stores share a database. ``retry_for_s`` bounds how long a read or a
+    write waits for a lost server to come back. One writer per run across every node: see
+    :mod:`._pgclaims`. ``path`` is the URL without its password.
+    """
+
+    _SHARE = " FOR SHARE"  # an activation in flight waits for this write's commit, then supersedes it
+    _GREATEST = "GREATEST"
+
+    def __init__(self, url: str, *, durability: Durability = "sync", retry_for_s: float | None = None) -> None:
+        """``retry_for_s`` None: ``SOLOIST_STORE_RETRY_S`` from the environment, else 30 s
+        (stores opened from a URL alone - by the orchestrators' hosts, by the commands -
+        take it from there)."""
+        if retry_for_s is None:
+            retry_for_s = float(os.environ.get(RETRY_ENV, DEFAULT_RETRY_S))
+        location = redact(url)
+        try:
+            conninfo_to_dict(url)
+        except psycopg.ProgrammingError as exc:
+            raise ValueError(f"store {location} is not a valid PostgreSQL URL: {exc}") from None
+        if retry_for_s < 0:
+            raise ValueError(f"retry_for_s must be >= 0 seconds, got {retry_for_s}")
+        self._init_common(location, durability)
+        self._url = url  # holds the password: never log it
+        self.retry_for_s = retry_for_s
+        first = connect(url, location, deadline=time.monotonic() + retry_for_s)
+        try:
+            self._schema = ensure_schema(first, location)
+        finally:
+            first.close()
+        self._keeper = ClaimKeeper(url, location, self._schema, retry_for_s)
+        self._pool = psycopg_pool.ConnectionPool(
+            url, min_size=1, max_size=_READ_CONNECTIONS, open=False, name=f"soloist-store:{location}",
+            kwargs={"connect_timeout": 5}, reconnect_timeout=max(retry_for_s, 1.0),
+        )
+        self._pool.open(wait=False)
+        self._writer = GroupCommitWriter(
+            location, self._open_session, retry_for_s=retry_for_s, after_group=self._unlock_brief
+        )
+        atexit.register(self.close)
+        logger.info("opened store %s (durability=%s)", location, durability, extra=_LOG)
+
+    # -- health -------------------------------------------------------------------------
+
+    def health(self) -> StoreHealth:
+        """Whether the server answers now (one attempt, no retries): its version and the
+        latency of a trivial query, or the error."""
+        started = time.perf_counter()
+        try:
+            with psycopg.connect(self._url, connect_timeout=5) as conn:
+                began = time.perf_counter()
+                conn.execute("SELECT 1").fetchone()
+                latency = time.perf_counter() - began
+                version = conn.info.parameter_status("server_version") or "?"
+        except psycopg.Error as exc:
+            return StoreHealth(location=self._file, kind="postgresql", reachable=False,
+                               error=str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
+                               latency_ms=(time.perf_counter() - started) * 1000)
+        return StoreHealth(location=self._file, kind="postgresql", reachable=True, server=f"PostgreSQL {version}",
+                           latency_ms=latency * 1000)
+
+    # -- what SqlStore asks of a database -----------------------------------------------
+
+    def _open_session(self, deadline: float | None) -> _PgSession:
+        if deadline is None:
+            deadline = time.monotonic() + self.retry_for_s
+        raw = connect(self._url, self._file, deadline=deadline)
+        if self._claims:  # the server restarted: its claims ended with their connection
+            for run in self._keeper.reassert():
+                self._claims.pop(run, None)
+        return _PgSession(raw, self._file)
+
+    def _query(self, fn: Callable[[Any], T], *, snapshot: bool = False) -> T:
+        """Run ``fn`` on a pooled connection in one transaction (a repeatable-read snapshot
+        with ``snapshot``), again on another while the server is unreachable."""
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            if self._closed:
+                raise StoreClosed(path=self._file)
+            try:
+                with self._pool.connection(timeout=max(0.1, started + self.retry_for_s - time.monotonic())) as raw:
+                    try:
+                        if snapshot:
+                            raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                        return fn(_Conn(raw))
+                    except psycopg.Error as exc:
+                        if not connection_lost(exc, raw):
+                            raise StoreError(f"could not read store {self._file}: {exc}", path=self._file) from exc
+                        problem = str(exc).strip().splitlines()[0]
+            except psycopg_pool.PoolTimeout as exc:
+                problem = f"no connection within {self.retry_for_s:.1f} s ({exc})"
+            except psycopg.OperationalError as exc:  # the connection broke while the pool returned it
+                problem = str(exc).strip().splitlines()[0]
+            waited = time.monotonic() - started
+            if waited >= self.retry_for_s:
+                raise StoreUnreachable(path=self._file, problem=problem, waited_s=waited)
+            if attempt == 0:
+                logger.warning("store %s: read failed (%s); retrying", self._file, problem, extra=_LOG)
+            time.sleep(_BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)])
+            attempt += 1
+
+    def _claim(self, run: str, holder: dict[str, Any], timeout: float) -> PgClaim:
+        return self._keeper.claim(run, holder, timeout)
+
+    def _check_claim(self, run: str) -> None:
+        key = advisory_key(self._schema, run)
+
+        def probe(conn: _Conn) -> dict[str, Any] | None:
+            (free,) = conn.raw.execute("SELECT pg_try_advisory_xact_lock(%s)", (key,)).fetchone()
+            return None if free else holder_of(conn.raw, run)
+
+        held = self._query(probe)
+        if held is not None:
+            raise RunLockedElsewhere(path=self._file, run=run, holder=held)
+
+    def _lock_briefly(self, conn: _Conn, run: str) -> None:
+        (free,) = conn.raw.execute("SELECT pg_try_advisory_xact_lock(%s)", (advisory_key(self._schema, run),)).fetchone()
+        if not free:
+            raise RunLockedElsewhere(path=self._file, run=run, holder=holder_of(conn.raw, run))
+
+    def _close_resources(self) -> None:
+        self._keeper.close()
+        self._pool.close()
+        atexit.unregister(self.close)
