@@ -27,6 +27,7 @@ SERVICE_COUNT = 2
 """How many service actors hold the lease tables of every scope of the cluster."""
 
 _SERVICE_PREFIX = "soloist:sem-service:"
+_PLACEMENT_MEMORY_BYTES = 1
 
 # service name -> its handle, per Ray session (see ``cluster.process``).
 _SERVICES: Table[str, Any] = process_registry().semaphore_services
@@ -86,5 +87,10 @@ def _start(name: str) -> Any:
         lifetime="detached",
         max_restarts=-1,
         num_cpus=0,
+        # Ray ignores a node affinity, even a soft one, for an actor that needs no resources
+        # and puts it on a random node: a service would land on a worker node (and restart,
+        # costing its scopes a recovery window, when that node goes). One byte of the logical
+        # memory resource every node has makes it honour the affinity.
+        memory=_PLACEMENT_MEMORY_BYTES,
         scheduling_strategy=NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True),
     ).remote(name)
