@@ -25,12 +25,14 @@ import ctypes.util
 import dataclasses
 import gc
 import inspect
+import itertools
 import logging
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import cloudpickle
 import ray
 from pydantic import BaseModel, ConfigDict
 
@@ -42,7 +44,7 @@ from cluster.connect import actor_was_restarted, ended_jobs
 from cluster.semaphore import ClusterSemaphore
 from cluster.storage import WriterFenced, open_store
 
-__all__ = ["RunHostActor", "HostedRunRecord", "HostStatistics", "Reload", "reload_of"]
+__all__ = ["RunHostActor", "HostedRunRecord", "HostStatistics", "Reload", "TicketLost", "reload_of"]
 
 _log = logging.getLogger("soloist.host")
 # What a call may ask of a run: the orchestrator's remote surface, as a dedicated actor offers
@@ -54,6 +56,13 @@ _CALLABLE = frozenset(
 )
 _FN_THREADS = 4  # threads running runs' fns, shared by every run of the host
 _IO_THREADS = 16  # threads of store I/O and activations: a burst of new runs shares each fsync
+_BATCH_WAIT_S = 0.25  # how long a batch's answer waits for its slowest call before ticketing it
+_TICKET_KEEP_S = 300.0  # an unclaimed outcome of a ticketed call is dropped this long after it ends
+
+
+class TicketLost(LookupError):
+    """The host holds no outcome for a ticket of ``call_many`` (it restarted meanwhile): the
+    caller sends that call again (writes carry request ids, so exactly-once)."""
 
 
 class Reload(BaseModel):
@@ -147,6 +156,8 @@ class RunHostActor:
         self._holder = {"host": name, "pid": os.getpid()}
         self._restarted = actor_was_restarted()
         self._counts = {"activations": 0, "unloads": 0}
+        self._tickets: dict[str, asyncio.Future[tuple[bool, Any]]] = {}  # calls of a batch still running
+        self._ticket_numbers = itertools.count(1)
         self._empty_since = time.monotonic()
         self._keeper: asyncio.Task[None] | None = None
         self._log = logging.LoggerAdapter(_log, {"component": "run-host", "host": name})
@@ -214,6 +225,43 @@ class RunHostActor:
         finally:
             slot.calls -= 1
             slot.last_used = time.monotonic()
+
+    async def call_many(self, calls: list[tuple[Any, ...]]) -> list[tuple[bool | None, Any]]:
+        """Many calls in one Ray call: what one driver's event loop sent this host in one turn
+        (``("call", run, reload, method, args, kwargs)`` or ``("open", spec, owner_job,
+        max_runs)``). Each runs as its own task, as separate calls would; the outcome of each,
+        in order, is ``(True, value)`` or ``(False, error)``. A call still running after
+        ``_BATCH_WAIT_S`` comes back as ``(None, ticket)`` for ``outcome(ticket)`` to answer
+        when it ends, so a slow call never holds the others' answers for longer than that."""
+        tasks = [asyncio.ensure_future(self._outcome_of(call)) for call in calls]
+        done, _ = await asyncio.wait(tasks, timeout=_BATCH_WAIT_S)
+        outcomes: list[tuple[bool | None, Any]] = []
+        for task in tasks:
+            if task in done:
+                outcomes.append(task.result())
+                continue
+            ticket = f"{self._name}:{next(self._ticket_numbers)}"
+            self._tickets[ticket] = task
+            # Unclaimed (its driver went away): dropped a while after it ends.
+            task.add_done_callback(lambda _, t=ticket: asyncio.get_running_loop().call_later(
+                _TICKET_KEEP_S, self._tickets.pop, t, None))
+            outcomes.append((None, ticket))
+        return outcomes
+
+    async def outcome(self, ticket: str) -> tuple[bool, Any]:
+        """The outcome of a call ``call_many`` answered with ``ticket``, once it ends."""
+        task = self._tickets.pop(ticket, None)
+        if task is None:
+            raise TicketLost(f"host {self._name} holds no call {ticket!r} (it restarted, or the outcome was collected)")
+        return await task
+
+    async def _outcome_of(self, call: tuple[Any, ...]) -> tuple[bool, Any]:
+        try:
+            if call[0] == "open":
+                return True, await self.open_run(*call[1:])
+            return True, await self.call(*call[1:])
+        except Exception as exc:  # the caller's own error, delivered to it alone
+            return False, _portable(exc)
 
     async def drop_run(self, run: str) -> None:
         """Forget a run that was closed (its orchestrator's ``close`` already ran); idempotent."""
@@ -385,3 +433,13 @@ class RunHostActor:
         for store in self._stores.values():
             store.close()
         ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
+
+
+def _portable(exc: Exception) -> Exception:
+    """``exc`` if it survives pickling back to its caller; else a ``RuntimeError`` naming it
+    (one unpicklable error must not fail the answers of the whole batch)."""
+    try:
+        cloudpickle.dumps(exc)
+    except Exception as problem:  # what cloudpickle raises varies with the object
+        return RuntimeError(f"{type(exc).__name__}: {exc} (the error itself cannot be sent back: {problem})")
+    return exc

@@ -738,6 +738,8 @@ class Orchestrator(Generic[S]):
         delay = 0.05
         while True:
             try:
+                if isinstance(self._actor, HostedActor):
+                    return await self._actor.call(method.__name__, args, kwargs)
                 return await self._remote(method).remote(*args, **kwargs)
             except ray.exceptions.RayTaskError as exc:
                 cause = exc.cause if isinstance(exc.cause, BaseException) else None
