@@ -4,7 +4,7 @@
 handoff (a no-op skill, under its own cap of 4); then all but a tenth of them wait (nobody calls
 them, as a run waiting for an approval) while the rest stay active. Measured from outside:
 
-- **run starts/s**: runs started with ``await Orchestrator.open`` from one event loop, 256 at a time,
+- **run starts/s**: runs started with ``await Orchestrator.open`` from one event loop, 1,024 at a time,
   divided by the wall time; and, on a tenth as many runs closed again at once, the synchronous
   constructor called from 64 threads;
 - **resident memory**: ``VmRSS`` of every Ray worker process of the session (``/proc``), summed,
@@ -44,7 +44,7 @@ WAITING_MB_TARGET = 1.0  # resident MB per waiting run
 CEILING_TARGET = 0.8  # summed applies against the raw async-actor ceiling of as many processes
 LATENCY_TARGET = 1.2  # a hosted run's latency against a dedicated run's
 _START_THREADS = 64
-_OPEN_AT_ONCE = 256
+_OPEN_AT_ONCE = 1024
 _MB = 1024 * 1024
 
 

@@ -231,29 +231,39 @@ class RunHostActor:
         (``("call", run, reload, method, args, kwargs)`` or ``("open", spec, owner_job,
         max_runs)``). Each runs as its own task, as separate calls would; the outcome of each,
         in order, is ``(True, value)`` or ``(False, error)``. A call still running after
-        ``_BATCH_WAIT_S`` comes back as ``(None, ticket)`` for ``outcome(ticket)`` to answer
-        when it ends, so a slow call never holds the others' answers for longer than that."""
-        tasks = [asyncio.ensure_future(self._outcome_of(call)) for call in calls]
-        done, _ = await asyncio.wait(tasks, timeout=_BATCH_WAIT_S)
-        outcomes: list[tuple[bool | None, Any]] = []
-        for task in tasks:
-            if task in done:
-                outcomes.append(task.result())
-                continue
-            ticket = f"{self._name}:{next(self._ticket_numbers)}"
-            self._tickets[ticket] = task
-            # Unclaimed (its driver went away): dropped a while after it ends.
-            task.add_done_callback(lambda _, t=ticket: asyncio.get_running_loop().call_later(
-                _TICKET_KEEP_S, self._tickets.pop, t, None))
-            outcomes.append((None, ticket))
-        return outcomes
+        ``_BATCH_WAIT_S`` comes back as ``(None, ticket)`` for ``outcomes`` to answer, so a
+        slow call never holds the others' answers for longer than that."""
+        return await self._answer([asyncio.ensure_future(self._outcome_of(call)) for call in calls], None)
 
-    async def outcome(self, ticket: str) -> tuple[bool, Any]:
-        """The outcome of a call ``call_many`` answered with ``ticket``, once it ends."""
-        task = self._tickets.pop(ticket, None)
-        if task is None:
-            raise TicketLost(f"host {self._name} holds no call {ticket!r} (it restarted, or the outcome was collected)")
-        return await task
+    async def outcomes(self, tickets: list[str]) -> list[tuple[bool | None, Any]]:
+        """The outcomes of calls ``call_many`` answered with tickets, as ``call_many`` answers:
+        those done within ``_BATCH_WAIT_S``, and the tickets of the others again. A ticket this
+        host does not hold (it restarted) is answered with ``TicketLost``."""
+        held = [self._tickets.get(ticket) for ticket in tickets]
+        return await self._answer(held, tickets)
+
+    async def _answer(self, tasks: list[asyncio.Future[tuple[bool, Any]] | None], tickets: list[str] | None) -> list[tuple[bool | None, Any]]:
+        live = [task for task in tasks if task is not None]
+        if live:
+            await asyncio.wait(live, timeout=_BATCH_WAIT_S)
+        answers: list[tuple[bool | None, Any]] = []
+        for i, task in enumerate(tasks):
+            ticket = tickets[i] if tickets is not None else None
+            if task is None:
+                answers.append((False, TicketLost(f"host {self._name} holds no call {ticket!r} (it restarted meanwhile)")))
+            elif task.done():
+                if ticket is not None:
+                    self._tickets.pop(ticket, None)
+                answers.append(task.result())
+            else:
+                if ticket is None:
+                    ticket = f"{self._name}:{next(self._ticket_numbers)}"
+                    self._tickets[ticket] = task
+                    # Unclaimed (its driver went away): dropped a while after it ends.
+                    task.add_done_callback(lambda _, t=ticket: asyncio.get_running_loop().call_later(
+                        _TICKET_KEEP_S, self._tickets.pop, t, None))
+                answers.append((None, ticket))
+        return answers
 
     async def _outcome_of(self, call: tuple[Any, ...]) -> tuple[bool, Any]:
         try:

@@ -257,13 +257,11 @@ class _HostBatcher:
             if isinstance(exc, asyncio.CancelledError):
                 raise
             return
-        for pending, (ok, value) in zip(calls, outcomes):
-            if ok is None:  # still running on the host after the batch answered: its own wait
-                task = self._loop.create_task(_ticketed(host, value, pending))
-                _SENDING.add(task)
-                task.add_done_callback(_SENDING.discard)
-            else:
-                _settle(pending.future, ok, value)
+        running = _settle_all(calls, outcomes)
+        if running:  # still running on the host when the batch answered: collected together
+            task = self._loop.create_task(_collect(host, running))
+            _SENDING.add(task)
+            task.add_done_callback(_SENDING.discard)
 
 
 _SENDING: set[asyncio.Task[None]] = set()  # batches and tickets in flight (tasks need a reference)
@@ -289,25 +287,37 @@ async def _alone(host: Any, call: tuple[Any, ...]) -> tuple[bool, Any]:
         return False, _cause(exc)
 
 
-async def _ticketed(host: Any, ticket: str, pending: _Pending) -> None:
-    """The outcome of a call its batch answered with a ticket; sent again alone if the host
-    lost it (it restarted: writes carry request ids, so the resend is exactly-once)."""
-    try:
-        ok, value = await host.outcome.remote(ticket)
-    except ray.exceptions.RayTaskError as exc:
-        cause = _cause(exc)
-        if not isinstance(cause, TicketLost):
-            _settle(pending.future, False, cause)
-            return
+def _settle_all(calls: list[_Pending], outcomes: list[tuple[bool | None, Any]]) -> dict[str, _Pending]:
+    """Settle the calls a host answered; the others' tickets (their calls still run)."""
+    running: dict[str, _Pending] = {}
+    for pending, (ok, value) in zip(calls, outcomes):
+        if ok is None:
+            running[value] = pending
+        else:
+            _settle(pending.future, ok, value)
+    return running
+
+
+async def _collect(host: Any, running: dict[str, _Pending]) -> None:
+    """The outcomes of ticketed calls, asked for together until every one has ended; a call
+    the host lost (it restarted) is sent again alone: writes carry request ids, so the resend
+    is exactly-once."""
+    while running:
+        tickets = list(running)
         try:
-            ok, value = await _alone(pending.hosted.host(), pending.call)
-        except Exception as again:  # Ray's own error about the host: the caller retries or reports it
-            _settle(pending.future, False, again)
+            outcomes = await host.outcomes.remote(tickets)
+        except Exception as exc:  # Ray's own error about the host: each caller retries or reports it
+            for pending in running.values():
+                _settle(pending.future, False, _cause(exc) if isinstance(exc, ray.exceptions.RayTaskError) else exc)
             return
-    except Exception as exc:  # Ray's own error about the host
-        _settle(pending.future, False, exc)
-        return
-    _settle(pending.future, ok, value)
+        lost = [running[t] for t, (ok, value) in zip(tickets, outcomes) if ok is False and isinstance(value, TicketLost)]
+        for pending in lost:
+            try:
+                _settle(pending.future, *await _alone(pending.hosted.host(), pending.call))
+            except Exception as again:  # Ray's own error about the host
+                _settle(pending.future, False, again)
+        kept = [(t, o) for t, o in zip(tickets, outcomes) if not (o[0] is False and isinstance(o[1], TicketLost))]
+        running = _settle_all([running[t] for t, _ in kept], [o for _, o in kept])
 
 
 def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:

@@ -12,6 +12,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -121,6 +122,60 @@ async def test_a_slow_fn_of_one_run_blocks_neither_reads_nor_writes_of_another_o
         release.touch()
         await slow.close()
         await quick.close()
+
+
+async def test_a_slow_call_sent_in_one_batch_with_quick_ones_never_holds_their_answers(tmp_path: Path) -> None:
+    # Calls made in the same turn of a driver's loop travel to their host in one Ray call; the
+    # slow one is answered later on its own, the quick ones as soon as they are done.
+    names = _names_on_one_host(6, "batched")
+    release, entered = tmp_path / "release", tmp_path / "entered"
+
+    def wait_for_release(state: Tally) -> None:  # runs in the host process
+        entered.touch()
+        while not release.exists():
+            os.sched_yield()
+        state.n += 1
+
+    runs = [Orchestrator(Tally(), name=n) for n in names]
+    try:
+        slow = asyncio.ensure_future(runs[0].apply(wait_for_release))
+        quick = [asyncio.ensure_future(r.apply(bump)) for r in runs[1:]]  # the same loop turn as the slow one
+        assert await asyncio.wait_for(asyncio.gather(*quick), HANG_GUARD_S) == [1] * 5
+        await file_appears(entered)
+        assert not slow.done() and await runs[0].version() == 0
+        release.touch()
+        assert await asyncio.wait_for(slow, HANG_GUARD_S) == 1
+        assert [(await r.snapshot()).n for r in runs] == [1] * 6
+    finally:
+        release.touch()
+        await asyncio.gather(*(r.close() for r in runs))
+
+
+class _Unpicklable(Exception):
+    def __init__(self) -> None:
+        super().__init__("holds a lock")
+        self.lock = threading.Lock()
+
+
+async def test_an_error_in_a_batch_reaches_only_its_own_caller_as_its_own_type() -> None:
+    names = _names_on_one_host(4, "batch-errors")
+    runs = [Orchestrator(Tally(), name=n) for n in names]
+
+    def refuse(state: Tally) -> None:
+        raise ValueError("no thanks")
+
+    def unpicklable(state: Tally) -> None:
+        raise _Unpicklable()
+
+    try:
+        outcomes = await asyncio.gather(runs[0].apply(refuse), runs[1].apply(unpicklable), runs[2].apply(bump),
+                                        runs[3].apply(bump), return_exceptions=True)
+        assert isinstance(outcomes[0], ValueError) and str(outcomes[0]) == "no thanks"
+        assert isinstance(outcomes[1], Exception) and "_Unpicklable" in str(outcomes[1])
+        assert outcomes[2:] == [1, 1]
+        assert [await r.version() for r in runs] == [0, 0, 1, 1]  # a refused apply changed nothing
+    finally:
+        await asyncio.gather(*(r.close() for r in runs))
 
 
 async def test_unload_and_reactivate_keep_version_history_and_open_interrupts(tmp_path: Path) -> None:
