@@ -1,16 +1,18 @@
 """A node lost under a run stored in PostgreSQL: the run moves to another node, nothing is lost.
 
-Three driver processes write to one named run on a ``postgresql://`` store; its host lives on
-a worker node (the run is started from a task on a worker node: a database host prefers the
-node of the process that starts it; Ray's preference is not a promise, so a host the head
-node took anyway is killed, and restarted by Ray, until a worker node holds it). The host's process is stopped with SIGSTOP, so writes
-are surely in flight, and the node is removed with SIGKILL to its raylet and every other
-process of it (the host's process ends with its raylet). Invariants, counted from outside the runtime (the drivers' fsynced ledgers and
-the database's own rows): Ray restarts the host on another node, which activates the run with
-a new fencing epoch; every acknowledged write is in the journal exactly once, versions run
-1..N without a gap or a duplicate, and each driver's acknowledged version is the one stored
-under its request id; a writer of an older activation is refused (``WriterFenced``) and
-changes nothing.
+Three driver processes write to one named run on a ``postgresql://`` store. Its host lives on
+a worker node: the run is started from a task there, and a database host prefers the node of
+the process that starts it (Ray's preference is not a promise: a host the head node took
+anyway is killed, and restarted by Ray, until a worker node holds it). The host's process is
+stopped with SIGSTOP, so writes are surely in flight, and the node is removed with SIGKILL to
+its raylet and every other process of it (the host's process ends with its raylet).
+
+Invariants, counted from outside the runtime (the drivers' fsynced ledgers and the database's
+own rows): Ray restarts the host on another node, which activates the run with a new fencing
+epoch; every acknowledged write is in the journal exactly once, versions run 1..N without a
+gap or a duplicate, and each driver's acknowledged version is the one stored under its request
+id; a writer of an older activation is refused (``WriterFenced``) and changes nothing. The
+same holds for a dedicated run (an actor of its own) on PostgreSQL.
 
 PostgreSQL runs on this machine outside Ray (``postgres_server``), so it survives the node.
 """
@@ -24,6 +26,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -32,7 +35,7 @@ from pydantic import BaseModel
 from ray.cluster_utils import Cluster
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from actors import Orchestrator, run_host_name
+from actors import Orchestrator, actor_name, run_host_name
 from cluster import SOLOIST_NAMESPACE
 from cluster.storage import JournalEntry, PostgresStore, WriterFenced
 from tests._waits import HANG_GUARD_S, eventually, file_appears, process_gone
@@ -41,6 +44,7 @@ pytestmark = [pytest.mark.reliability, pytest.mark.multinode, pytest.mark.timeou
 
 REPO = Path(__file__).resolve().parents[2]
 RUN = "failover-run"
+DEDICATED = "failover-dedicated"
 DRIVERS = ("a", "b", "c")
 WRITES = 30  # per driver
 ACKED_BEFORE_KILL = 3  # per driver: every driver is writing when the node goes
@@ -50,10 +54,20 @@ class Tally(BaseModel):
     n: int = 0
 
 
+def _bump(state: Tally) -> None:
+    state.n += 1
+
+
 @ray.remote(num_cpus=0)
 def _start_run(url: str) -> None:
-    """Start the run from this task's node: its database host is placed there."""
+    """Start the run from this task's node: its database host prefers it."""
     Orchestrator(Tally(), name=RUN, store=url, durability="batch", detached=True)
+
+
+@ray.remote(num_cpus=0)
+def _start_dedicated_run(url: str) -> None:
+    """Start a dedicated run from this task's node: its actor prefers it."""
+    Orchestrator(Tally(), name=DEDICATED, store=url, durability="batch", detached=True, dedicated=True)
 
 
 def _ledger(path: Path) -> list[tuple[int, str]]:
@@ -63,20 +77,20 @@ def _ledger(path: Path) -> list[tuple[int, str]]:
             (line.split() for line in path.read_text().splitlines() if line.strip())]
 
 
-def _journal(url: str) -> list[tuple[int, str]]:
+def _journal(url: str, run: str = RUN) -> list[tuple[int, str]]:
     """The run's committed writes, read from the database's own table."""
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
         return [(int(v), r) for v, r in conn.execute(
-            "SELECT version, request_id FROM journal WHERE run = %s ORDER BY version", (RUN,))]
+            "SELECT version, request_id FROM journal WHERE run = %s ORDER BY version", (run,))]
 
 
-def _request_rows(url: str) -> int:
+def _request_rows(url: str, run: str = RUN) -> int:
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
-        (count,) = conn.execute("SELECT count(*) FROM requests WHERE run = %s", (RUN,)).fetchone()
+        (count,) = conn.execute("SELECT count(*) FROM requests WHERE run = %s", (run,)).fetchone()
         return int(count)
 
 
@@ -90,16 +104,21 @@ async def _host_node(name: str) -> tuple[str, int]:
     return stats.node, stats.pid
 
 
-async def _host_on_a_worker(name: str, workers: set[str]) -> str:
-    """The node of the host actor ``name`` once it is a worker node: a host on the head node is
-    killed (Ray restarts it, preferring the node of the process that started it) until then."""
+async def _on_a_worker(name: str, workers: set[str]) -> str:
+    """The node of the named actor (a run host, or a dedicated orchestrator) once it is a worker
+    node: one on the head node is killed (Ray restarts it, preferring the node of the process
+    that started it) until then."""
     async def probe() -> str:
-        node, _ = await _host_node(name)
-        if node and node not in workers:
-            ray.kill(ray.get_actor(name, namespace=SOLOIST_NAMESPACE), no_restart=False)
+        handle = ray.get_actor(name, namespace=SOLOIST_NAMESPACE)
+        try:
+            node = await handle.__ray_call__.remote(lambda _: ray.get_runtime_context().get_node_id())
+        except ray.exceptions.ActorUnavailableError:
+            return ""  # restarting
+        if node not in workers:
+            ray.kill(handle, no_restart=False)
         return node
 
-    node: str = await eventually(probe, lambda found: found in workers, "the run's host on a worker node")
+    node: str = await eventually(probe, lambda found: found in workers, f"{name} on a worker node")
     return node
 
 
@@ -110,9 +129,14 @@ def _signal_if_alive(pid: int, signum: signal.Signals) -> None:
         pass  # it exited already (with its node's raylet)
 
 
-@pytest.fixture(scope="module")
-def cluster(multinode_cluster: Cluster) -> Cluster:
-    return multinode_cluster
+@pytest.fixture
+def cluster(multinode_cluster: Cluster) -> Iterator[Cluster]:
+    """The module's cluster, with as many worker nodes after each test as before it."""
+    count = len(multinode_cluster.worker_nodes)
+    yield multinode_cluster
+    for _ in range(count - len(multinode_cluster.worker_nodes)):
+        multinode_cluster.add_node(num_cpus=1, object_store_memory=100 * 1024**2)
+    multinode_cluster.wait_for_nodes()
 
 
 async def test_a_run_on_postgres_moves_off_a_lost_node_with_every_acknowledged_write_once(
@@ -129,7 +153,7 @@ async def test_a_run_on_postgres_moves_off_a_lost_node_with_every_acknowledged_w
     await _start_run.options(scheduling_strategy=creator).remote(url)
     host_name = run_host_name(RUN, store=url)
     assert host_name != run_host_name(RUN)  # a movable host, not a node-bound one
-    victim = workers[await _host_on_a_worker(host_name, set(workers))]
+    victim = workers[await _on_a_worker(host_name, set(workers))]
     orch = Orchestrator.attach(RUN, store=url)
     before = await orch.statistics()
     assert before.host == host_name and before.node == victim.node_id
@@ -201,4 +225,48 @@ async def test_a_run_on_postgres_moves_off_a_lost_node_with_every_acknowledged_w
                 driver.kill()
                 driver.communicate()
         stale.close()
+        await orch.close()
+
+
+async def test_a_dedicated_run_on_postgres_moves_off_a_lost_node_with_every_acknowledged_write_once(
+        cluster: Cluster, postgres_server: Any) -> None:
+    url = postgres_server.fresh_url()
+    workers = {node.node_id: node for node in cluster.worker_nodes}
+    creator = NodeAffinitySchedulingStrategy(next(iter(workers)), soft=False)
+    await _start_dedicated_run.options(scheduling_strategy=creator).remote(url)
+    victim = workers[await _on_a_worker(actor_name(DEDICATED), set(workers))]
+    orch = Orchestrator.attach(DEDICATED, store=url)
+    before = await orch.statistics()
+    assert before.host is None and before.node == victim.node_id
+    acked: list[tuple[int, str]] = []
+
+    async def write(tag: str) -> None:
+        for i in range(WRITES):
+            acked.append((await orch.apply(_bump, request_id=f"{tag}-{i}"), f"{tag}-{i}"))
+
+    writers = asyncio.gather(*(write(tag) for tag in DRIVERS))
+    stopped = False
+    try:
+        await eventually(lambda: asyncio.sleep(0, len(acked)), lambda n: n >= ACKED_BEFORE_KILL, "the first acknowledgements")
+        os.kill(before.pid, signal.SIGSTOP)  # writes in flight
+        stopped = True
+        assert len(acked) < WRITES * len(DRIVERS), "the writers finished before the node was lost"
+        cluster.remove_node(victim, allow_graceful=False)
+        _signal_if_alive(before.pid, signal.SIGCONT)
+        stopped = False
+        await process_gone(before.pid)
+        await asyncio.wait_for(writers, HANG_GUARD_S * 2)
+
+        after = await orch.statistics()
+        assert after.node not in ("", victim.node_id) and after.pid != before.pid and after.restarted
+        assert after.epoch is not None and before.epoch is not None and after.epoch > before.epoch
+        total = WRITES * len(DRIVERS)
+        journal = _journal(url, DEDICATED)
+        assert [v for v, _ in journal] == list(range(1, total + 1)) and _request_rows(url, DEDICATED) == total
+        assert sorted(acked) == journal, "an acknowledged write is not stored once at the version it was acknowledged with"
+    finally:
+        if stopped:
+            _signal_if_alive(before.pid, signal.SIGCONT)
+        writers.cancel()
+        await asyncio.gather(writers, return_exceptions=True)
         await orch.close()
