@@ -249,7 +249,7 @@ async def run(ctx: BenchContext) -> MeasureResult:
         await busy
 
         ctx.step("summed applies of the active runs vs one run alone vs raw actors")
-        hosts = len({run_host_name(o.name) for o in runs})
+        hosts = len({run_host_name(o.name, store=store) for o in runs})
         raw = [RawCounter.remote() for _ in range(hosts)]  # type: ignore[attr-defined]
         await asyncio.gather(*(r.apply_fn.remote("t", "warm", bump) for r in raw))
         per_run = cfg.many_applies_per_run

@@ -251,6 +251,7 @@ class OrchestratorActor:
             pid=os.getpid(),
             host=self._hosting.holder.get("host") if self._hosting else None,
             epoch=self._epoch,
+            node=node_id(),
         )
 
     # ----------------------------------------------------------------- writes

@@ -40,7 +40,7 @@ from actors.exceptions import OrchestratorClosed, RunHostFull
 from actors.orchestrator._actor import Hosting, OrchestratorActor
 from actors.orchestrator._recovery import stored_run_spec
 from actors.orchestrator.spec import RunSpec
-from cluster.connect import actor_was_restarted, ended_jobs
+from cluster.connect import actor_was_restarted, ended_jobs, node_id
 from cluster.semaphore import ClusterSemaphore
 from cluster.storage import WriterFenced, open_store
 
@@ -122,6 +122,8 @@ class HostStatistics(BaseModel):
     activations: int
     unloads: int
     restarted: bool
+    node: str = ""
+    """The id of the Ray node the host runs on (a movable host changes it when its node is lost)."""
 
 
 @dataclasses.dataclass
@@ -315,7 +317,7 @@ class RunHostActor:
         loaded = sum(1 for s in self._slots.values() if s.run is not None)
         return HostStatistics(name=self._name, pid=os.getpid(), loaded=loaded, unloaded=len(self._slots) - loaded,
                               activations=self._counts["activations"], unloads=self._counts["unloads"],
-                              restarted=self._restarted)
+                              restarted=self._restarted, node=node_id() or "")
 
     # ------------------------------------------------------------- internals
 

@@ -11,10 +11,10 @@ import time
 from typing import Any
 
 import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.exceptions import OrchestratorNotFound
 from actors.orchestrator._actor import OrchestratorActor
+from actors.orchestrator._placement_kind import placement_of, scheduling_strategy
 from actors.orchestrator.spec import RunSpec
 from cluster.connect import SOLOIST_NAMESPACE
 from cluster.storage import RunLockedElsewhere, Store, is_postgres_url, open_store
@@ -68,12 +68,12 @@ def start_actor(spec: RunSpec, *, detached: bool) -> Any:
         options.update(name=actor_name(spec.name), namespace=SOLOIST_NAMESPACE)
     if detached:
         options["lifetime"] = "detached"
-    # The orchestrator lives on the node of the driver that created (or attached) it: its
-    # store file is there, and worker nodes come and go. Pinned, not merely preferred: Ray
-    # spills "soft" placements to other nodes, where a node removal would take the run down
-    # (and a restarted durable actor would not find its file).
-    here = ray.get_runtime_context().get_node_id()
-    options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(here, soft=False)
+    # The orchestrator lives on the node of the driver that created (or attached) it. Pinned
+    # when its store is a file (it is there, and worker nodes come and go: Ray spills "soft"
+    # placements to other nodes, where a node removal would take the run down and a restarted
+    # actor would not find its file); only preferred when its store is a database, so Ray
+    # restarts it on a surviving node when that node is lost.
+    options["scheduling_strategy"] = scheduling_strategy(placement_of(spec.store))
     if spec.store is not None:
         # Durable runs restart after a crash, and Ray resends in-flight writes: exactly-once
         # because every write carries a request id.

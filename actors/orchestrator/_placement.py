@@ -2,7 +2,10 @@
 
 Every process computes the same host for a run from its name alone (no directory to ask or
 rebuild), and a host that dies comes back under the same name (Ray restarts it; a host that
-retired or whose node was lost is created again by the next call). Single activation
+retired or whose node was lost is created again by the next call). Runs of the two placement
+kinds (``_placement_kind``) have hosts of their own: ``soloist:host:<i>`` pinned to the node
+that started them (store files, memory), ``soloist:host:db:<i>`` free to move (database
+stores; Ray restarts one on a surviving node when its node is lost). Single activation
 follows: one name, one host actor, and one ``_Slot`` per run inside it; an activation that
 is superseded anyway (a host presumed dead, a driver of another cluster) is fenced by the
 run's epoch in its store.
@@ -22,16 +25,18 @@ import weakref
 from typing import Any
 
 import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.orchestrator._host import Reload, RunHostActor, TicketLost, reload_of
+from actors.orchestrator._placement_kind import Placement, placement_of, scheduling_strategy
 from actors.orchestrator.spec import RunSpec
 from cluster.connect import SOLOIST_NAMESPACE, wait_ref
 from cluster.process import process_registry
 
-__all__ = ["HOST_PREFIX", "HostedActor", "HostSettings", "host_settings", "host_name_for", "open_hosted", "open_hosted_async", "hosted_handle"]
+__all__ = ["HOST_PREFIX", "MOVABLE_HOST_PREFIX", "HostedActor", "HostSettings", "host_settings", "host_name_for", "open_hosted", "open_hosted_async", "hosted_handle"]
 
-HOST_PREFIX = "soloist:host:"
+HOST_PREFIX = "soloist:host:"  # every host's name starts so; a node-bound host's is HOST_PREFIX + i
+MOVABLE_HOST_PREFIX = HOST_PREFIX + "db:"  # hosts of runs stored in a database: not pinned to a node
+_PREFIXES: dict[Placement, str] = {"node": HOST_PREFIX, "anywhere": MOVABLE_HOST_PREFIX}
 _RemoteHost = ray.remote(RunHostActor)
 _RETRY_SECONDS = 60.0  # how long a call waits for a retiring host's name to be free again
 
@@ -68,24 +73,33 @@ def host_settings() -> HostSettings:
     return HostSettings()
 
 
-def host_name_for(run: str, count: int | None = None) -> str:
-    """The name of the host actor of ``run``: a stable hash of the name over the hosts."""
+def host_name_for(run: str, count: int | None = None, *, store: Any = None) -> str:
+    """The name of the host actor of ``run`` stored at ``store``: a stable hash of the name over
+    the hosts of the run's placement kind (a database store's hosts may move between nodes)."""
+    return _host_name(run, count, placement_of(store))
+
+
+def _host_name(run: str, count: int | None, placement: Placement) -> str:
     count = host_settings().count if count is None else count
     digest = hashlib.blake2b(run.encode("utf-8"), digest_size=8).digest()
-    return f"{HOST_PREFIX}{int.from_bytes(digest, 'big') % count}"
+    return f"{_PREFIXES[placement]}{int.from_bytes(digest, 'big') % count}"
+
+
+def _placement_of_host(name: str) -> Placement:
+    return "anywhere" if name.startswith(MOVABLE_HOST_PREFIX) else "node"
 
 
 def _host(name: str) -> Any:
     """The host actor called ``name`` (started when there is none), cached per Ray session."""
     def start() -> Any:
         settings = host_settings()
-        # On the node of the driver that starts it, pinned, as a dedicated orchestrator is: its
-        # runs' store files are there, and worker nodes come and go (a soft placement would let
-        # Ray put it on a worker node whose removal takes every run without a store with it).
-        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        # A node-bound host is pinned to the node of the driver that starts it, as a dedicated
+        # orchestrator is: its runs' store files are there, and worker nodes come and go. A
+        # movable host only prefers that node: Ray restarts it elsewhere when the node is lost.
         return _RemoteHost.options(
             name=name, namespace=SOLOIST_NAMESPACE, get_if_exists=True, lifetime="detached", num_cpus=0,
-            max_concurrency=100_000, max_restarts=-1, max_task_retries=-1, scheduling_strategy=here,
+            max_concurrency=100_000, max_restarts=-1, max_task_retries=-1,
+            scheduling_strategy=scheduling_strategy(_placement_of_host(name)),
         ).remote(name, settings.unload_after_s, settings.retire_after_s)
 
     return process_registry().run_hosts.get_or_create(name, start)
@@ -116,8 +130,9 @@ class HostedActor:
 
     def with_reload(self, reload: Reload) -> HostedActor:
         """This run's handle that may activate it again from its store (an owner's: one that
-        can open the store). A handle without one only reaches the run while a host holds it."""
-        return HostedActor(self._run, reload, self._host_name)
+        can open the store). A handle without one only reaches the run while a host holds it.
+        The host is the one of the store's placement kind."""
+        return HostedActor(self._run, reload, host_name_for(self._run, store=reload.store))
 
     async def call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Call the run's ``method`` from code on an event loop: the value, or the run's own
@@ -165,7 +180,7 @@ class _HostedMethod:
 def open_hosted(spec: RunSpec, owner_job: str | None) -> HostedActor:
     """Start ``spec``'s run on its host; the run's ``HostedActor``."""
     settings = host_settings()
-    hosted = HostedActor(spec.name, reload_of(spec), host_name_for(spec.name, settings.count))
+    hosted = HostedActor(spec.name, reload_of(spec), host_name_for(spec.name, settings.count, store=spec.store))
     _with_live_host(hosted, lambda host: wait_ref(host.open_run.remote(spec, owner_job, settings.max_runs)))
     return hosted
 
@@ -173,7 +188,7 @@ def open_hosted(spec: RunSpec, owner_job: str | None) -> HostedActor:
 async def open_hosted_async(spec: RunSpec, owner_job: str | None) -> HostedActor:
     """``open_hosted`` for code on an event loop: the same start, awaited."""
     settings = host_settings()
-    hosted = HostedActor(spec.name, reload_of(spec), host_name_for(spec.name, settings.count))
+    hosted = HostedActor(spec.name, reload_of(spec), host_name_for(spec.name, settings.count, store=spec.store))
     deadline = time.monotonic() + _RETRY_SECONDS
     while True:
         try:
@@ -189,15 +204,19 @@ async def open_hosted_async(spec: RunSpec, owner_job: str | None) -> HostedActor
 def hosted_handle(run: str, reload: Reload | None = None) -> HostedActor | None:
     """The ``HostedActor`` of a run its host holds now (loaded or unloaded), else None; with
     ``reload``, the run's ``HostedActor`` whether or not a host holds it (its first call
-    activates it from the store). Without ``reload`` the handle never brings a closed run back."""
-    hosted = HostedActor(run, reload, host_name_for(run))
+    activates it from the store). Without ``reload`` the handle never brings a closed run back;
+    it is looked for on the run's host of each placement kind (its store is not known)."""
     if reload is not None:
-        return hosted
-    try:
-        ray.get_actor(hosted.host_name, namespace=SOLOIST_NAMESPACE)
-    except ValueError:
-        return None  # no host of that name: nothing holds the run
-    return hosted if _with_live_host(hosted, lambda host: wait_ref(host.has_run.remote(run))) else None
+        return HostedActor(run, reload, host_name_for(run, store=reload.store))
+    for placement in _PREFIXES:
+        hosted = HostedActor(run, None, _host_name(run, None, placement))
+        try:
+            ray.get_actor(hosted.host_name, namespace=SOLOIST_NAMESPACE)
+        except ValueError:
+            continue  # no host of that name: it holds no run
+        if _with_live_host(hosted, lambda host: wait_ref(host.has_run.remote(run))):
+            return hosted
+    return None
 
 
 #: Orchestrator methods that answer promptly: these travel in batches. ``changes`` waits for

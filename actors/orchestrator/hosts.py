@@ -1,10 +1,12 @@
 """The run hosts of the connected cluster, as ``soloist status`` and the runs page read them.
 
-A run's host is one of a few named actors (``run_host_name(run)`` names it); each holds many
-runs' orchestrators, loaded or unloaded (see ``actors.orchestrator._host``).
+A run's host is one of a few named actors (``run_host_name(run, store=...)`` names it); each
+holds many runs' orchestrators, loaded or unloaded (see ``actors.orchestrator._host``).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import ray
 
@@ -15,10 +17,13 @@ from cluster.connect import SOLOIST_NAMESPACE, wait_ref
 __all__ = ["HostStatistics", "HostedRunRecord", "run_host_name", "live_hosts", "host_statistics", "hosted_runs"]
 
 
-def run_host_name(run: str) -> str:
+def run_host_name(run: str, store: Any = None) -> str:
     """The Ray name (in the ``soloist`` namespace) of the host actor that holds ``run`` when
-    it is not dedicated: a stable hash of the run's name over ``SOLOIST_RUN_HOSTS`` hosts."""
-    return host_name_for(run)
+    it is not dedicated: a stable hash of the run's name over ``SOLOIST_RUN_HOSTS`` hosts of
+    the run's placement kind. A run stored in a database (``store`` a ``postgresql://`` URL)
+    has hosts that move between nodes (``soloist:host:db:<i>``); any other run (a store file,
+    memory only: ``store`` None) one pinned to the node that started it (``soloist:host:<i>``)."""
+    return host_name_for(run, store=store)
 
 
 def live_hosts() -> list[str]:

@@ -110,3 +110,6 @@ class OrchestratorStatistics(BaseModel):
     """The run host holding the run (None: a dedicated actor of its own)."""
     epoch: int | None = None
     """The run's fencing epoch as this activation took it (None: a run without a store)."""
+    node: str | None = None
+    """The id of the Ray node of the orchestrator's process (a run stored in a database moves
+    to another node when its node is lost)."""

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from actors import Orchestrator
+from actors import Orchestrator, run_host_name
 from cluster.storage import PostgresStore, SqliteStore, redact
 from coordinators import AgentState, TransitionBatch
 from tests._postgres import USER_WITH_PASSWORD, PostgresServer
@@ -237,6 +237,23 @@ async def test_a_run_on_postgres_is_closed_attached_again_and_applies_each_reque
         assert checkpoint.version + len(tail) == 7 and store.find_request("pg-ids", "r0") == 1
     finally:
         store.close()
+
+
+async def test_a_run_on_postgres_gets_a_movable_host_and_a_file_run_keeps_its_node_bound_one(pg_url: str, tmp_path: Path) -> None:
+    on_db = Orchestrator(Counter(), name="placed-db", store=pg_url)
+    on_file = Orchestrator(Counter(), name="placed-file", store=str(tmp_path / "runs.sqlite"))
+    try:
+        assert run_host_name("placed-db", store=pg_url).startswith("soloist:host:db:")
+        assert (await on_db.statistics()).host == run_host_name("placed-db", store=pg_url)
+        assert (await on_file.statistics()).host == run_host_name("placed-file") == run_host_name(
+            "placed-file", store=str(tmp_path / "runs.sqlite"))
+        assert not run_host_name("placed-file").startswith("soloist:host:db:")
+        reader = Orchestrator.attach("placed-db")  # found without its store, on its movable host
+        assert await on_db.apply(inc) == 1 and await reader.version() == 1
+        assert (await on_db.statistics()).node == (await on_file.statistics()).node  # both prefer the creator's node
+    finally:
+        await on_db.close()
+        await on_file.close()
 
 
 async def test_history_and_fork_read_and_write_a_postgres_store(pg_url: str) -> None:
