@@ -19,9 +19,9 @@ import socket
 import subprocess
 import tempfile
 import uuid
-from pathlib import Path
-from typing import Any
-from urllib.parse import quote
+import pathlib
+import typing
+import urllib.parse
 
 import psycopg
 
@@ -37,19 +37,19 @@ host all all 127.0.0.1/32 trust
 """
 
 
-def postgres_bin_dir() -> Path | None:
+def postgres_bin_dir() -> pathlib.Path | None:
     """Where ``initdb`` and ``pg_ctl`` are: on PATH, or Debian's /usr/lib/postgresql/*/bin."""
     found = shutil.which("pg_ctl")
     if found:
-        return Path(found).parent
+        return pathlib.Path(found).parent
     versions = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"), key=lambda p: int(p.split("/")[4]))
-    return Path(versions[-1]).parent if versions else None
+    return pathlib.Path(versions[-1]).parent if versions else None
 
 
 def schema_url(base: str, schema: str) -> str:
     """``base`` with its search path set to ``schema`` (the URL form the README documents)."""
     separator = "&" if "?" in base else "?"
-    return f"{base}{separator}options={quote(f'-csearch_path={schema}')}"
+    return f"{base}{separator}options={urllib.parse.quote(f'-csearch_path={schema}')}"
 
 
 def _free_port() -> int:
@@ -63,7 +63,7 @@ class PostgresServer:
 
     def __init__(self, external_url: str | None = None) -> None:
         self.external = external_url is not None
-        self._root: Path | None = None
+        self._root: pathlib.Path | None = None
         self.port = 0
         self.base_url = external_url or ""
         self._schemas: list[str] = []
@@ -80,7 +80,7 @@ class PostgresServer:
                                f"install Debian's postgresql package or set {ENV_URL}")
         self._bin = bin_dir
         if self._root is None:
-            self._root = Path(tempfile.mkdtemp(prefix="soloist-pg-"))
+            self._root = pathlib.Path(tempfile.mkdtemp(prefix="soloist-pg-"))
             os.chmod(self._root, 0o755)
             self._chown(self._root)  # the server writes its log and socket beside its data
             self._data.mkdir()
@@ -134,14 +134,14 @@ class PostgresServer:
             for schema in schemas:
                 conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
-    def connect(self, url: str) -> psycopg.Connection[Any]:
+    def connect(self, url: str) -> psycopg.Connection[typing.Any]:
         """A plain autocommit connection, to count rows behind the store's back."""
         return psycopg.connect(url, autocommit=True)
 
     # -- helpers ----------------------------------------------------------------------
 
     @property
-    def _data(self) -> Path:
+    def _data(self) -> pathlib.Path:
         assert self._root is not None
         return self._root / "data"
 
@@ -149,7 +149,7 @@ class PostgresServer:
         options = f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self._root} -c fsync=on"
         self._run("pg_ctl", "-D", str(self._data), "-l", str(self._root / "server.log"), "-o", options, "-w", "start")
 
-    def _chown(self, path: Path) -> None:
+    def _chown(self, path: pathlib.Path) -> None:
         if os.getuid() == 0:
             entry = pwd.getpwnam("postgres")
             os.chown(path, entry.pw_uid, entry.pw_gid)
