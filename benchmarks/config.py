@@ -93,6 +93,15 @@ class BenchConfig(BaseModel):
     """Applies per active run in each round of the summed-throughput figure."""
     many_latency_calls: int = Field(20, ge=1)
     """Sequential applies and handoffs per round of the latency figures."""
+    # (13) the stores side by side (issue 30): SQLite and PostgreSQL. Apply throughput uses
+    # ``durable_apply_calls`` and ``rounds``; recovery ``recovery_kills`` rounds of attaching.
+    store_turns: int = Field(500, ge=1)
+    """Turns of the store-size run, each appending one message."""
+    store_writes: int = Field(100_000, ge=1)
+    """Writes journalled with and without retention before the store is measured."""
+    store_keep_versions: int = Field(1_000, ge=1)
+    store_recovery_changes: int = Field(100_000, ge=1)
+    """Changes of the run that is closed and attached again (the recovery figure)."""
 
 
 def preset(mode: Mode) -> BenchConfig:
@@ -117,6 +126,7 @@ def preset(mode: Mode) -> BenchConfig:
             # for the burst that never got a call still waits 2 s).
             pool_runs=2, pool_max_replicas=8, pool_window_s=4.0, pool_rounds=2, pool_downscale_delay_s=0.5,
             many_runs=300, many_unload_after_s=1.0, many_latency_calls=5,
+            store_turns=100, store_writes=5_000, store_keep_versions=1_000, store_recovery_changes=3_000,
         )
     if mode == "smallest":
         return BenchConfig(
@@ -131,5 +141,6 @@ def preset(mode: Mode) -> BenchConfig:
             pool_runs=2, pool_calls_per_run=8, pool_sleep_s=0.02, pool_max_replicas=2, pool_window_s=1.5,
             pool_rounds=1, pool_downscale_delay_s=0.5,
             many_runs=40, many_unload_after_s=0.5, many_applies_per_run=2, many_latency_calls=2,
+            store_turns=10, store_writes=300, store_keep_versions=100, store_recovery_changes=200,
         )
     raise ValueError(f"unknown benchmark mode {mode!r}; use 'full', 'quick' or 'smallest'")

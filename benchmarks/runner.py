@@ -37,6 +37,7 @@ from benchmarks import (
     scaling_nodes,
     scaling_runs,
     snapshot_latency,
+    store_backends,
 )
 from benchmarks._harness import BenchContext, Progress, ensure_ray, load_average, ship_by_value
 from benchmarks.config import BenchConfig
@@ -57,6 +58,7 @@ MEASURES: tuple[ModuleType, ...] = (
     peer_langgraph,
     memory,
     recovery,
+    store_backends,
     observability_cost,
     multi_driver,
     scaling_runs,

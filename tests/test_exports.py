@@ -125,7 +125,9 @@ EXPORTS: dict[str, dict[str, list[str]]] = {
 
 #: Public packages whose exact list lives with their own tests (built-ins, storage); here only
 #: ``__all__`` == what they define is checked.
-OWN_LISTS = ("cluster.storage", "actors.builtin", "coordinators.builtin")
+OWN_LISTS = ("cluster.storage", "actors.builtin", "coordinators.builtin",
+             "cluster.storage.pg_server")  # throw-away PostgreSQL servers: the tests' and the benchmarks'
+
 
 #: Public import paths: the package roots above, plus these (their ``__all__`` is their surface).
 PUBLIC_MODULES = set(EXPORTS) | set(OWN_LISTS)

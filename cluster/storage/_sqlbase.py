@@ -285,14 +285,7 @@ class SqlStore(SingleWriter):
 
         def read(conn: Conn) -> list[tuple[str, int]]:
             self._require_run(conn, run)
-            rows: list[tuple[str, int]] = []
-            for start in range(0, len(missing), _IDS_PER_QUERY):
-                chunk = missing[start : start + _IDS_PER_QUERY]
-                rows += conn.execute(
-                    f"SELECT request_id, version FROM requests WHERE run = ? AND request_id IN ({','.join('?' * len(chunk))})",
-                    (run, *chunk),
-                ).fetchall()
-            return rows
+            return self._lookup_requests(conn, run, missing)
 
         found.update((request_id, int(version)) for request_id, version in self._query(read))
         return found
@@ -465,18 +458,27 @@ class SqlStore(SingleWriter):
         self._fence(run, conn)
         last = self._last_version(conn, run)
         ids = list(dict.fromkeys(e.request_id for e in entries))
-        stored: dict[str, int] = {}
-        for start in range(0, len(ids), _IDS_PER_QUERY):
-            chunk = ids[start : start + _IDS_PER_QUERY]
-            stored.update(conn.execute(
-                f"SELECT request_id, version FROM requests WHERE run = ? AND request_id IN ({','.join('?' * len(chunk))})",
-                (run, *chunk),
-            ).fetchall())
+        stored: dict[str, int] = dict(self._lookup_requests(conn, run, ids))
         if self._writer.retrying and stored and all(stored.get(e.request_id) == e.version for e in entries):
             return
         check_entries(self._file, run, last, entries, stored.get)
+        self._insert_entries(conn, run, entries, rows)
+
+    def _insert_entries(self, conn: Conn, run: str, entries: list[JournalEntry], rows: list[tuple[Any, ...]]) -> None:
+        """Insert checked entries: their journal rows and their request ids."""
         conn.executemany("INSERT INTO journal VALUES (?, ?, ?, ?, ?, ?)", rows)
         conn.executemany("INSERT INTO requests VALUES (?, ?, ?)", [(run, e.request_id, e.version) for e in entries])
+
+    def _lookup_requests(self, conn: Conn, run: str, ids: list[str]) -> list[tuple[str, int]]:
+        """``(request_id, version)`` of those of ``ids`` the run recorded, by its primary key."""
+        rows: list[tuple[str, int]] = []
+        for start in range(0, len(ids), _IDS_PER_QUERY):
+            chunk = ids[start : start + _IDS_PER_QUERY]
+            rows += conn.execute(
+                f"SELECT request_id, version FROM requests WHERE run = ? AND request_id IN ({','.join('?' * len(chunk))})",
+                (run, *chunk),
+            ).fetchall()
+        return rows
 
     def _last_version(self, conn: Conn, run: str) -> int:
         """The run's last journal version (0 before any); ``RunNotFound`` if not stored."""

@@ -155,6 +155,28 @@ class PostgresStore(SqlStore):
 
     # -- health -------------------------------------------------------------------------
 
+    def _lookup_requests(self, conn: Any, run: str, ids: list[str]) -> list[tuple[str, int]]:
+        """One primary-key probe per id (a join with the array of ids). ``request_id IN (...)``
+        lets the planner scan every row of the run through ``requests_by_version`` and filter
+        (its prepared, generic plan does): a cost growing with the run, paid by every append."""
+        return conn.execute(
+            "SELECT r.request_id, r.version FROM unnest(?::text[]) AS ids(id) "
+            "JOIN requests r ON r.run = ? AND r.request_id = ids.id",
+            (list(ids), run),
+        ).fetchall()
+
+    def _insert_entries(self, conn: Any, run: str, entries: list[Any], rows: list[tuple[Any, ...]]) -> None:
+        """Journal rows and request ids in ONE statement (arrays of the columns, unnested):
+        one round trip per append, where a row at a time costs one per row and table."""
+        _, versions, request_ids, kinds, payloads, created = (list(column) for column in zip(*rows))
+        conn.execute(
+            "WITH entries AS (SELECT * FROM unnest(?::bigint[], ?::text[], ?::text[], ?::text[], ?::float8[]) "
+            "AS e(version, request_id, kind, payload, created_at)), "
+            "journalled AS (INSERT INTO journal SELECT ?, version, request_id, kind, payload, created_at FROM entries) "
+            "INSERT INTO requests SELECT ?, request_id, version FROM entries",
+            (versions, request_ids, kinds, payloads, created, run, run),
+        )
+
     def health(self) -> StoreHealth:
         """Whether the server answers now (one attempt, no retries): its version and the
         latency of a trivial query, or the error."""

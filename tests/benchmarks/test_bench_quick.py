@@ -35,6 +35,9 @@ _EXPECTED_FIGURES = {
     "peer_langgraph": 4,  # LangGraph vs ideal; sleeping, no-op and CPU-bound fan-outs
     "memory": 2,
     "recovery": 5,  # two journal sizes, without and with checkpoints, and the budget figure
+    # per store (SQLite, PostgreSQL): batch and sync vs no store, size after the turns, size
+    # with vs without retention, recovery vs a one-change run and vs the budget
+    "store_backends": 12,
     "observability_cost": 3,
     "multi_driver": 2,
     "scaling_runs": 2,
