@@ -87,8 +87,9 @@ class BenchConfig(BaseModel):
     window shorter than the default needs a shorter delay to see the pool shrink."""
     # (12) many runs (issue 29): durable runs on shared hosts, a tenth active, the rest waiting.
     many_runs: int = Field(10_000, ge=10)
-    many_unload_after_s: float = Field(5.0, gt=0)
-    """Idle seconds before a waiting run is unloaded from its host."""
+    many_unload_after_s: float = Field(60.0, gt=0)
+    """Idle seconds before a waiting run is unloaded from its host (the hosts' default, 60 s: longer
+    than the start and first-work phases, so no run is unloaded before it has done its work)."""
     many_applies_per_run: int = Field(5, ge=1)
     """Applies per active run in each round of the summed-throughput figure."""
     many_latency_calls: int = Field(20, ge=1)

@@ -58,6 +58,7 @@ _FN_THREADS = 4  # threads running runs' fns, shared by every run of the host
 _IO_THREADS = 16  # threads of store I/O and activations: a burst of new runs shares each fsync
 _BATCH_WAIT_S = 0.25  # how long a batch's answer waits for its slowest call before ticketing it
 _TICKET_KEEP_S = 300.0  # an unclaimed outcome of a ticketed call is dropped this long after it ends
+_COLLECT_EVERY_S = 10.0  # while runs keep being unloaded, the heap is collected at most this often
 
 
 class TicketLost(LookupError):
@@ -159,6 +160,8 @@ class RunHostActor:
         self._restarted = actor_was_restarted()
         self._counts = {"activations": 0, "unloads": 0}
         self._tickets: dict[str, asyncio.Future[tuple[bool, Any]]] = {}  # calls of a batch still running
+        self._uncollected = 0  # runs unloaded since the last garbage collection
+        self._collected_at = time.monotonic()
         self._ticket_numbers = itertools.count(1)
         self._empty_since = time.monotonic()
         self._keeper: asyncio.Task[None] | None = None
@@ -416,10 +419,14 @@ class RunHostActor:
             if now - slot.last_used >= self._unload_after(slot):
                 await self._unload(slot)
                 unloaded += slot.run is None
-        if unloaded:
-            # Give what the unloaded runs used back to the OS now, not at some later allocation.
+        self._uncollected += unloaded
+        if self._uncollected and (not unloaded or now - self._collected_at >= _COLLECT_EVERY_S):
+            # Give what the unloaded runs used back to the OS now, not at some later allocation:
+            # once a burst of unloads is over, and every _COLLECT_EVERY_S during a long one (a
+            # full collection of a heap holding thousands of runs costs a good part of a second).
             gc.collect()
             _trim_heap()
+            self._uncollected, self._collected_at = 0, time.monotonic()
         owners = {s.owner_job for s in self._slots.values() if s.owner_job is not None}
         if owners:
             ended = await asyncio.get_running_loop().run_in_executor(self._io_executor, ended_jobs, owners)

@@ -46,11 +46,16 @@ class _SqliteSession:
     def __init__(self, path: str) -> None:
         self._path = path
         self._gate = WriteGate(path)
+        # Through the gate too: a new file's schema and its switch to WAL (which SQLite refuses
+        # at once, without waiting, while another connection opens the file) happen one
+        # process at a time, so two hosts opening one new store together both succeed.
+        self._gate.enter()
         try:
             self.conn = open_writer(path, _open_connection)
         except BaseException:
             self._gate.close()
             raise
+        self._gate.leave()
 
     def begin(self) -> None:
         # Writers of this file in other processes (a second run host) wait on the gate, not
