@@ -47,9 +47,10 @@ from pydantic import BaseModel
 from actors import Orchestrator
 from benchmarks._harness import BenchContext, close_run, run_name, start_runs, timed
 from benchmarks.results import Figure, MeasureResult
-from cluster.storage import JournalEntry, PostgresStore, RunInfo, SqliteStore
+from benchmarks.store_retention import CHECKPOINT_EVERY, journal_writes
+from cluster.storage import PostgresStore, SqliteStore
 from cluster.storage.pg_server import BENCH_ENV_URL, PostgresServer, shared_server
-from coordinators import AgentState, Message, TransitionBatch, reduce
+from coordinators import AgentState, Message
 
 NAME = "store_backends"
 TITLE = "SQLite and PostgreSQL stores: apply throughput, store size, recovery"
@@ -57,8 +58,6 @@ BATCH_TARGET = 0.8  # batch durability on PostgreSQL >= 0.8 of apply without a s
 SIZE_GOAL_BYTES = 5_000_000  # <= 5 MB after 500 turns of messages
 RECOVERY_BUDGET_S = 2.0  # a 100,000-change run recovers within 2 s
 STORES = ("sqlite", "postgres")
-_GROUP = 64  # journal entries per commit when the 100,000 writes are filled in directly
-_CHECKPOINT_EVERY = 1_000
 _CHUNK = 1_000  # applies in flight while a recovery run is built
 _TURN_TEXT = "x" * 300
 _MESSAGE_TEXT = "y" * 400
@@ -170,31 +169,10 @@ async def _turns_size(place: _Store, turns: int) -> tuple[int, int]:
 
 def _fill(place: _Store, writes: int, keep_versions: int | None) -> None:
     """``writes`` versions journalled as a durable orchestrator journals ``apply_batch``, with
-    its checkpoints and compaction (see the module docstring)."""
+    its checkpoints and compaction (``store_retention``'s writes, on either store)."""
     store = place.open("batch")
     try:
-        state = AgentState()
-        store.create_run(RunInfo(name="run", state_type="coordinators.AgentState", created_at=time.time(), owner_token="t"),
-                         state.model_dump(mode="json"))
-        version = 0
-        while version < writes:
-            entries = []
-            for _ in range(min(_GROUP, writes - version)):
-                version += 1
-                batch = TransitionBatch().update_state("last", version)
-                if version % 100 == 0:
-                    batch.add_message({"role": "assistant", "content": f"step {version}"})
-                state = reduce(state, batch)
-                entries.append(JournalEntry(version=version, request_id=uuid.uuid4().hex, kind="batch",
-                                            payload=[t.model_dump(mode="json") for t in batch], created_at=time.time()))
-                if version % _CHECKPOINT_EVERY == 0:
-                    store.append("run", entries).result()
-                    entries = []
-                    store.put_checkpoint("run", version, state.model_dump(mode="json"))
-                    if keep_versions is not None:
-                        store.compact("run", keep_from=max(0, version - keep_versions))
-            if entries:
-                store.append("run", entries).result()
+        journal_writes(store, writes, keep_versions)
     finally:
         store.close()
 
@@ -208,7 +186,7 @@ async def _recovery(ctx: BenchContext, kind: str, server: PostgresServer, tmp: s
     names = [run_name(f"recover-{kind}-long"), run_name(f"recover-{kind}-one")]
     long_run, one_run = await start_runs(
         *[lambda p=p, n=n: Orchestrator(Journalled(), name=n, store=p.location, durability="batch",
-                                        checkpoint_every=_CHECKPOINT_EVERY) for p, n in zip(places, names)])
+                                        checkpoint_every=CHECKPOINT_EVERY) for p, n in zip(places, names)])
     try:
         await one_run.apply(_bump)
         ctx.step(f"{kind}: journalling {changes:,} changes")
@@ -306,7 +284,7 @@ async def run(ctx: BenchContext) -> MeasureResult:
             for kind in STORES:
                 ours, base, build_rate = await _recovery(ctx, kind, server, tmp)
                 params: dict[str, float | int | str] = {"changes": cfg.store_recovery_changes, "store": kind,
-                                                        "checkpoint_every": _CHECKPOINT_EVERY}
+                                                        "checkpoint_every": CHECKPOINT_EVERY}
                 label = f"{kind}: recovery of {cfg.store_recovery_changes:,} changes (attach until version() answers)"
                 figures.append(Figure(measure=NAME, name=label, values=ours, baselines=base,
                                       baseline_name="attaching a closed run of one change, same rounds", unit="s",

@@ -18,8 +18,9 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 
-from cluster.storage import JournalEntry, RunInfo, SqliteStore
+from cluster.storage import JournalEntry, RunInfo, SqliteStore, Store
 from coordinators import AgentState, TransitionBatch, reduce
 
 GROUP = 64
@@ -30,13 +31,13 @@ def _size(path: str) -> int:
     return sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
 
 
-def fill(path: str, writes: int, keep_versions: int | None) -> tuple[float, int]:
-    store = SqliteStore(path, durability="batch")
+def journal_writes(store: Store, writes: int, keep_versions: int | None, after_checkpoint: Callable[[], None] | None = None) -> None:
+    """Journal ``writes`` versions of a new run ``"run"`` in ``store`` as a durable orchestrator
+    journals ``apply_batch`` (see the module docstring), with its checkpoints and compaction;
+    ``after_checkpoint`` runs after each checkpoint."""
     state = AgentState()
     store.create_run(RunInfo(name="run", state_type="coordinators.AgentState", created_at=time.time(), owner_token="t"),
                      state.model_dump(mode="json"))
-    started = time.perf_counter()
-    peak = 0
     version = 0
     while version < writes:
         entries = []
@@ -54,9 +55,23 @@ def fill(path: str, writes: int, keep_versions: int | None) -> tuple[float, int]
                 store.put_checkpoint("run", version, state.model_dump(mode="json"))
                 if keep_versions is not None:
                     store.compact("run", keep_from=max(0, version - keep_versions))
-                peak = max(peak, _size(path))
+                if after_checkpoint is not None:
+                    after_checkpoint()
         if entries:
             store.append("run", entries).result()
+
+
+def fill(path: str, writes: int, keep_versions: int | None) -> tuple[float, int]:
+    """Seconds to journal ``writes`` versions into a new SQLite file, and its peak size."""
+    store = SqliteStore(path, durability="batch")
+    peak = 0
+
+    def measure() -> None:
+        nonlocal peak
+        peak = max(peak, _size(path))
+
+    started = time.perf_counter()
+    journal_writes(store, writes, keep_versions, measure)
     seconds = time.perf_counter() - started
     store.close()
     return seconds, max(peak, _size(path))

@@ -187,3 +187,16 @@ def postgres_server() -> Iterator[Any]:
         yield server
     finally:
         server.destroy()
+
+
+@pytest.fixture(scope="module")
+def own_server() -> Iterator[Any]:
+    """A throw-away PostgreSQL server of the module's own, for tests that stop it the hard way
+    (``pg_ctl stop -m immediate``) and start it again: the session's server stays untouched."""
+    from tests._postgres import PostgresServer
+
+    server = PostgresServer().start()
+    try:
+        yield server
+    finally:
+        server.destroy()

@@ -11,7 +11,6 @@ holds each write once.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from functools import partial
 
 import pytest
@@ -33,16 +32,6 @@ class Log(BaseModel):
 
 def _record(request_id: str, state: Log) -> None:
     state.written.append(request_id)
-
-
-@pytest.fixture(scope="module")
-def own_server() -> Iterator[PostgresServer]:
-    """A server of this module's own: the test stops it the hard way and starts it again."""
-    server = PostgresServer().start()
-    try:
-        yield server
-    finally:
-        server.destroy()
 
 
 class _Writers:

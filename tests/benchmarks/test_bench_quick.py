@@ -47,7 +47,7 @@ _EXPECTED_FIGURES = {
     "pool_scaling": 2 if pool_scaling.serve_missing() else 4,
     # starts, memory per open and per waiting run, processes, summed applies vs raw and vs one
     # run, apply and handoff latency on a busy host vs a dedicated run
-    "many_runs": 8,
+    "many_runs": 9,
     "scaling_nodes": 2,  # one node, then a second one added (the path that starts a node)
 }
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import socket
@@ -180,16 +179,6 @@ def test_open_store_selects_postgres_for_both_url_schemes(url: str) -> None:
 
 
 # -- the server killed and restarted under running writers ---------------------------------
-
-
-@pytest.fixture(scope="module")
-def own_server() -> Iterator[PostgresServer]:
-    """A server of this module's own: its tests stop it the hard way and start it again."""
-    server = PostgresServer().start()
-    try:
-        yield server
-    finally:
-        server.destroy()
 
 
 class _Writers:
