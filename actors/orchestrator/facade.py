@@ -357,8 +357,10 @@ class Orchestrator(Generic[S]):
             return cls._restart_from_store(name, store, durability, token)
         try:
             return cls._wrap(handle, name, token)
-        except ray.exceptions.RayActorError:
-            if store is None:  # the name still resolved to an actor that was just closed
+        except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as exc:
+            if isinstance(exc, ray.exceptions.RayTaskError) and not isinstance(exc.cause, OrchestratorClosed):
+                raise
+            if store is None:  # the name still resolved to a run (its actor, or its host's slot) just closed
                 raise OrchestratorNotFound(f"orchestrator {name!r} is no longer running; pass store=... to restart it") from None
             return cls._restart_from_store(name, store, durability, token)
 

@@ -1,10 +1,12 @@
 """A driver of the node-loss failover test (tests/reliability/test_failover_postgres.py).
 
 Joins the test's cluster, writes its node id to ``LEDGER.node``, attaches to the run NAME
-stored at the database URL and applies COUNT increments with the request ids ``<TAG>-<i>``.
-Each acknowledged write is appended to LEDGER as ``<version> <request id>`` and fsynced
-before the next write starts: the ledger holds exactly what was promised to this driver.
-Usage: ``python _failover_driver.py ADDRESS URL NAME TAG COUNT LEDGER``.
+stored at the database URL and applies increments with the request ids ``<TAG>-0``, ``<TAG>-1``,
+... until the file STOP exists (so it is surely still writing when the test takes the node
+away, however fast the writes are). Each acknowledged write is appended to LEDGER as
+``<version> <request id>`` and fsynced before the next write starts: the ledger holds exactly
+what was promised to this driver.
+Usage: ``python _failover_driver.py ADDRESS URL NAME TAG STOP LEDGER``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ def _append_synced(path: str, line: str) -> None:
         os.fsync(ledger.fileno())
 
 
-async def main(address: str, url: str, name: str, tag: str, count: int, ledger: str) -> None:
+async def main(address: str, url: str, name: str, tag: str, stop: str, ledger: str) -> None:
     import ray
 
     from actors import Orchestrator
@@ -34,12 +36,14 @@ async def main(address: str, url: str, name: str, tag: str, count: int, ledger: 
     connect(address=address, namespace="soloist-tests")
     _append_synced(f"{ledger}.node", ray.get_runtime_context().get_node_id())
     orch = Orchestrator.attach(name, store=url)
-    for i in range(count):
+    i = 0
+    while not os.path.exists(stop):
         request_id = f"{tag}-{i}"
         version = await orch.apply(bump, request_id=request_id)
         _append_synced(ledger, f"{version} {request_id}\n")
+        i += 1
 
 
 if __name__ == "__main__":
-    address, url, name, tag, count, ledger = sys.argv[1:7]
-    asyncio.run(main(address, url, name, tag, int(count), ledger))
+    address, url, name, tag, stop, ledger = sys.argv[1:7]
+    asyncio.run(main(address, url, name, tag, stop, ledger))

@@ -1,6 +1,7 @@
 """A node lost under a run stored in PostgreSQL: the run moves to another node, nothing is lost.
 
-Three driver processes write to one named run on a ``postgresql://`` store. Its host lives on
+Three driver processes write to one named run on a ``postgresql://`` store, without pause
+until the test tells them to stop (after the failover, once each has written again). Its host lives on
 a worker node: the run is started from a task there, and a database host prefers the node of
 the process that starts it (Ray's preference is not a promise: a host the head node took
 anyway is killed, and restarted by Ray, until a worker node holds it). The host's process is
@@ -46,8 +47,8 @@ REPO = Path(__file__).resolve().parents[2]
 RUN = "failover-run"
 DEDICATED = "failover-dedicated"
 DRIVERS = ("a", "b", "c")
-WRITES = 30  # per driver
 ACKED_BEFORE_KILL = 3  # per driver: every driver is writing when the node goes
+ACKED_AFTER_FAILOVER = 3  # per driver, beyond what it had when the node went
 
 
 class Tally(BaseModel):
@@ -163,9 +164,10 @@ async def test_a_run_on_postgres_moves_off_a_lost_node_with_every_acknowledged_w
     env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
     address = ray.get_runtime_context().gcs_address
     ledgers = {tag: tmp_path / f"ledger-{tag}" for tag in DRIVERS}
+    stop = tmp_path / "stop"
     drivers = [
         subprocess.Popen([sys.executable, str(REPO / "tests" / "reliability" / "_failover_driver.py"), address, url, RUN,
-                          tag, str(WRITES), str(ledgers[tag])], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          tag, str(stop), str(ledgers[tag])], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env=env)
         for tag in DRIVERS
     ]
@@ -179,7 +181,7 @@ async def test_a_run_on_postgres_moves_off_a_lost_node_with_every_acknowledged_w
 
         os.kill(old_pid, signal.SIGSTOP)  # the host stops mid-write: the drivers' next writes are in flight
         stopped = True
-        assert max(len(_ledger(p)) for p in ledgers.values()) < WRITES, "a driver finished before the node was lost"
+        at_loss = {tag: len(_ledger(path)) for tag, path in ledgers.items()}
         cluster.remove_node(victim, allow_graceful=False)  # SIGKILL to the raylet and the node's other processes
 
         # Ray restarts the host on a surviving node (only its own statistics: no run activated yet).
@@ -192,6 +194,10 @@ async def test_a_run_on_postgres_moves_off_a_lost_node_with_every_acknowledged_w
         stopped = False
         await process_gone(old_pid)
 
+        await eventually(lambda: asyncio.sleep(0, {tag: len(_ledger(path)) for tag, path in ledgers.items()}),
+                         lambda counts: all(counts[tag] >= at_loss[tag] + ACKED_AFTER_FAILOVER for tag in DRIVERS),
+                         "every driver's acknowledgements after the failover", timeout=HANG_GUARD_S * 2)
+        stop.touch()  # each driver ends after the write it is in
         outputs = [await asyncio.to_thread(d.communicate, timeout=HANG_GUARD_S * 3) for d in drivers]
         assert [d.returncode for d in drivers] == [0] * len(DRIVERS), [err[-3000:] for _, err in outputs]
 
@@ -201,12 +207,12 @@ async def test_a_run_on_postgres_moves_off_a_lost_node_with_every_acknowledged_w
 
         acked = {tag: _ledger(path) for tag, path in ledgers.items()}
         journal = _journal(url)
-        total = WRITES * len(DRIVERS)
+        total = sum(len(writes) for writes in acked.values())
         assert [v for v, _ in journal] == list(range(1, total + 1)), "versions are not 1..N without gaps or duplicates"
         assert len({r for _, r in journal}) == total and _request_rows(url) == total, "a request applied twice"
         stored = dict((r, v) for v, r in journal)
         for tag, writes in acked.items():
-            assert [r for _, r in writes] == [f"{tag}-{i}" for i in range(WRITES)], f"driver {tag} missed an acknowledgement"
+            assert [r for _, r in writes] == [f"{tag}-{i}" for i in range(len(writes))], f"driver {tag} missed an acknowledgement"
             assert all(stored.get(r) == v for v, r in writes), f"driver {tag}: an acknowledged write is not stored as promised"
         assert (await orch.snapshot()).n == total
 
@@ -239,10 +245,13 @@ async def test_a_dedicated_run_on_postgres_moves_off_a_lost_node_with_every_ackn
     before = await orch.statistics()
     assert before.host is None and before.node == victim.node_id
     acked: list[tuple[int, str]] = []
+    stop = asyncio.Event()  # the writers write without pause until the failover is over
 
     async def write(tag: str) -> None:
-        for i in range(WRITES):
+        i = 0
+        while not stop.is_set():
             acked.append((await orch.apply(_bump, request_id=f"{tag}-{i}"), f"{tag}-{i}"))
+            i += 1
 
     writers = asyncio.gather(*(write(tag) for tag in DRIVERS))
     stopped = False
@@ -250,17 +259,20 @@ async def test_a_dedicated_run_on_postgres_moves_off_a_lost_node_with_every_ackn
         await eventually(lambda: asyncio.sleep(0, len(acked)), lambda n: n >= ACKED_BEFORE_KILL, "the first acknowledgements")
         os.kill(before.pid, signal.SIGSTOP)  # writes in flight
         stopped = True
-        assert len(acked) < WRITES * len(DRIVERS), "the writers finished before the node was lost"
+        at_loss = len(acked)
         cluster.remove_node(victim, allow_graceful=False)
         _signal_if_alive(before.pid, signal.SIGCONT)
         stopped = False
         await process_gone(before.pid)
+        await eventually(lambda: asyncio.sleep(0, len(acked)), lambda n: n >= at_loss + ACKED_AFTER_FAILOVER,
+                         "acknowledgements after the failover", timeout=HANG_GUARD_S * 2)
+        stop.set()
         await asyncio.wait_for(writers, HANG_GUARD_S * 2)
 
         after = await orch.statistics()
         assert after.node not in ("", victim.node_id) and after.pid != before.pid and after.restarted
         assert after.epoch is not None and before.epoch is not None and after.epoch > before.epoch
-        total = WRITES * len(DRIVERS)
+        total = len(acked)
         journal = _journal(url, DEDICATED)
         assert [v for v, _ in journal] == list(range(1, total + 1)) and _request_rows(url, DEDICATED) == total
         assert sorted(acked) == journal, "an acknowledged write is not stored once at the version it was acknowledged with"
