@@ -141,19 +141,33 @@ class SingleWriter:
         """Inside a write (writer thread): refuse it when this store activated the run and a
         later activation superseded it (``WriterFenced``); else unless this store holds the
         run's claim or nobody does (then hold the lock until this transaction ends)."""
+        if run in self._epochs:
+            # Fenced by the epoch alone: the holder of the claim, if any, is superseded.
+            self._check_epoch(run, self._activation_row(run, conn))
+        if self._fence_locks(run):
+            token = self._lock_briefly(conn, run)
+            if token is not None:
+                self._brief[run] = token
+
+    def _fence_locks(self, run: str) -> bool:
+        """Whether ``_fence`` takes the run's lock for this transaction: neither activated nor
+        claimed by this store, nor locked by this transaction already."""
+        return run not in self._epochs and run not in self._claims and run not in self._brief
+
+    def _activation_row(self, run: str, conn: Conn) -> tuple[Any, ...] | None:
+        """The run's ``(epoch, holder)``, read for share: an activation in flight waits for
+        this transaction."""
+        row: tuple[Any, ...] | None = conn.execute(
+            f"SELECT epoch, holder FROM activations WHERE run = ?{self._SHARE}", (run,)).fetchone()
+        return row
+
+    def _check_epoch(self, run: str, row: tuple[Any, ...] | None) -> None:
+        """``WriterFenced`` when this store activated the run and ``row`` (its activation, read
+        in this transaction) holds a later epoch."""
         epoch = self._epochs.get(run)
-        if epoch is not None:
-            row = conn.execute(f"SELECT epoch, holder FROM activations WHERE run = ?{self._SHARE}", (run,)).fetchone()
-            if row is not None and row[0] != epoch:
-                raise WriterFenced(path=self._file, run=run, epoch=epoch, current=int(row[0]),
-                                   holder=self._parse(row[1], f"activation of run {run!r}"))
-            if run not in self._claims:
-                return  # fenced by the epoch alone: the holder of the claim, if any, is superseded
-        if run in self._claims or run in self._brief:
-            return
-        token = self._lock_briefly(conn, run)
-        if token is not None:
-            self._brief[run] = token
+        if epoch is not None and row is not None and row[0] != epoch:
+            raise WriterFenced(path=self._file, run=run, epoch=epoch, current=int(row[0]),
+                               holder=self._parse(row[1], f"activation of run {run!r}"))
 
     def _unlock_brief(self) -> None:
         """After each transaction (writer thread): release the locks ``_fence`` took for it."""

@@ -135,7 +135,7 @@ class SqlStore(SingleWriter):
                     done: concurrent.futures.Future[None] = concurrent.futures.Future()
                     done.set_result(None)
                     return done
-        return self._writer.submit(lambda conn: self._write_entries(conn, run, entries, rows))
+        return self._writer.submit(_Append(self, run, entries, rows))
 
     def flush(self) -> None:
         """Block until everything enqueued is durable (exit mode: raise its first error)."""
@@ -455,14 +455,32 @@ class SqlStore(SingleWriter):
         """Check that ``entries`` continue the run's journal, then insert them. After a lost
         connection, entries already committed under their request ids and versions are this
         very append, committed before its acknowledgement was lost: done, not a duplicate."""
-        self._fence(run, conn)
-        last = self._last_version(conn, run)
         ids = list(dict.fromkeys(e.request_id for e in entries))
-        stored: dict[str, int] = dict(self._lookup_requests(conn, run, ids))
+        if self._fence_locks(run):
+            self._fence(run, conn)  # the run's lock first, then what the checks read
+            _, found, last, stored = self._append_reads(conn, run, ids, activation=False)
+        else:
+            activation, found, last, stored = self._append_reads(conn, run, ids, activation=run in self._epochs)
+            self._check_epoch(run, activation)
+        if not found:
+            raise RunNotFound(path=self._file, run=run)
         if self._writer.retrying and stored and all(stored.get(e.request_id) == e.version for e in entries):
             return
         check_entries(self._file, run, last, entries, stored.get)
         self._insert_entries(conn, run, entries, rows)
+
+    def _append_reads(
+        self, conn: Conn, run: str, ids: list[str], *, activation: bool
+    ) -> tuple[tuple[Any, ...] | None, bool, int, dict[str, int]]:
+        """What an append checks, read in its transaction: the run's activation row (locked
+        for share; only if ``activation``), whether the run is stored, its last version, and
+        the versions of those of ``ids`` it recorded. One statement at a time here; a
+        database with round trips reads them in one."""
+        row = self._activation_row(run, conn) if activation else None
+        found, last = conn.execute(
+            "SELECT (SELECT 1 FROM runs WHERE name = ?), COALESCE(MAX(version), 0) FROM requests WHERE run = ?", (run, run)
+        ).fetchone()
+        return row, found is not None, int(last), dict(self._lookup_requests(conn, run, ids))
 
     def _insert_entries(self, conn: Conn, run: str, entries: list[JournalEntry], rows: list[tuple[Any, ...]]) -> None:
         """Insert checked entries: their journal rows and their request ids."""
@@ -495,7 +513,7 @@ class SqlStore(SingleWriter):
             pending, self._pending = self._pending, []
             # Queued under the lock, so whatever another thread writes or reads after its own
             # drain (a checkpoint, a load) comes after these entries: the writer keeps order.
-            futures = [self._writer.submit(lambda c, p=p: self._write_entries(c, *p)) for p in pending]
+            futures = [self._writer.submit(_Append(self, *p)) for p in pending]
             self._draining = [f for f in self._draining if not f.done()] + futures
             in_flight = list(self._draining)  # also the entries other threads are draining now
         concurrent.futures.wait(in_flight)
@@ -546,3 +564,27 @@ class SqlStore(SingleWriter):
         agent_id, record, updated_at, seq = row
         parsed = self._parse(record, f"record of agent {agent_id!r} in run {run!r}")
         return AgentRecordRow(agent_id=agent_id, record=parsed, updated_at=updated_at, seq=seq)
+
+
+class _Append:
+    """One ``append`` as a writer operation; the appends of one run queued one after another
+    run as one (one set of checks, one insert), see :class:`~._writer.Mergeable`."""
+
+    __slots__ = ("store", "run", "entries", "rows", "merge_key")
+
+    def __init__(self, store: SqlStore, run: str, entries: list[JournalEntry], rows: list[tuple[Any, ...]]) -> None:
+        self.store, self.run, self.entries, self.rows = store, run, entries, rows
+        self.merge_key = ("append", run)
+
+    def __call__(self, conn: Conn) -> None:
+        self.store._write_entries(conn, self.run, self.entries, self.rows)
+
+    def merged(self, later: Sequence[_Append]) -> Callable[[Conn], list[None]]:
+        entries = [*self.entries, *(e for op in later for e in op.entries)]
+        rows = [*self.rows, *(r for op in later for r in op.rows)]
+
+        def write(conn: Conn) -> list[None]:
+            self.store._write_entries(conn, self.run, entries, rows)
+            return [None] * (1 + len(later))
+
+        return write

@@ -8,6 +8,12 @@ only then resolves the futures, so concurrent callers share one commit (one fsyn
 transaction itself fails (full disk, read-only file, I/O error), every operation it
 carried fails with the translated error and nothing of it is stored.
 
+Consecutive operations that are :class:`Mergeable` with one key (one run's appends) run as
+ONE operation, in one savepoint: a run's appends queued while the previous transaction ran
+cost one set of checks and one insert instead of one each. If the merged operation fails
+with a ``StoreError``, it is rolled back and each operation runs on its own, so each gets
+its own outcome, as without merging.
+
 The connection is a :class:`WriteSession` (SQLite, PostgreSQL). When a session reports
 the connection *lost* (a database server restarting), the writer opens a new one and runs
 the whole group again in a new transaction, with :attr:`GroupCommitWriter.retrying` set so
@@ -23,9 +29,9 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from .exceptions import StoreClosed, StoreError
 
@@ -33,6 +39,35 @@ logger = logging.getLogger(__name__)
 _LOG = {"component": "store"}
 
 Operation = Callable[[Any], Any]
+
+
+@runtime_checkable
+class Mergeable(Protocol):
+    """An operation that may run as one with the operations of the same ``merge_key``
+    queued right after it (e.g. the appends of one run)."""
+
+    merge_key: Hashable
+
+    def __call__(self, conn: Any) -> Any: ...
+
+    def merged(self, later: Sequence[Any]) -> Callable[[Any], list[Any]]:
+        """One operation doing ``self`` then each of ``later`` (same key); it returns the
+        result of each, in order."""
+        ...
+
+
+def _units(ops: list["_Op"]) -> list[list["_Op"]]:
+    """``ops`` cut into runs of consecutive operations to run as one (a run of one: alone)."""
+    units: list[list[_Op]] = []
+    key: Hashable = None
+    for op in ops:
+        mergeable = isinstance(op.fn, Mergeable)
+        if mergeable and units and key is not None and op.fn.merge_key == key:  # type: ignore[union-attr]
+            units[-1].append(op)
+            continue
+        units.append([op])
+        key = op.fn.merge_key if mergeable else None  # type: ignore[union-attr]
+    return units
 
 
 class WriteSession(Protocol):
@@ -193,25 +228,28 @@ class GroupCommitWriter:
         try:
             session.begin()
             aborted = False
-            for op in ops:
-                if op.fn is None:
-                    outcomes.append((op, None, None))
+            for unit in _units(ops):
+                if len(unit) > 1 and self._run_merged(session, unit, outcomes):
                     continue
-                if savepoints:
-                    session.savepoint()
-                try:
-                    result = op.fn(session.conn)
-                except StoreError as exc:
+                for op in unit:
+                    if op.fn is None:
+                        outcomes.append((op, None, None))
+                        continue
                     if savepoints:
-                        session.rollback_savepoint()
+                        session.savepoint()
+                    try:
+                        result = op.fn(session.conn)
+                    except StoreError as exc:
+                        if savepoints:
+                            session.rollback_savepoint()
+                        else:
+                            session.rollback()
+                            aborted = True
+                        outcomes.append((op, None, exc))
                     else:
-                        session.rollback()
-                        aborted = True
-                    outcomes.append((op, None, exc))
-                else:
-                    if savepoints:
-                        session.release()
-                    outcomes.append((op, result, None))
+                        if savepoints:
+                            session.release()
+                        outcomes.append((op, result, None))
             if not aborted:
                 session.commit()
         except Exception as exc:  # a failed transaction fails every operation it carried
@@ -233,3 +271,20 @@ class GroupCommitWriter:
                 op.future.set_result(result)
             else:
                 op.future.set_exception(failure)
+
+    @staticmethod
+    def _run_merged(session: WriteSession, unit: list[_Op], outcomes: list[tuple[_Op, Any, BaseException | None]]) -> bool:
+        """Run ``unit`` (mergeable operations of one key) as one operation in a savepoint and
+        record each one's result; False (rolled back, nothing recorded) when it raised a
+        ``StoreError``: the caller then runs them one by one for their own outcomes."""
+        first = unit[0].fn
+        assert isinstance(first, Mergeable)
+        session.savepoint()
+        try:
+            results = first.merged([op.fn for op in unit[1:]])(session.conn)
+        except StoreError:
+            session.rollback_savepoint()
+            return False
+        session.release()
+        outcomes.extend((op, result, None) for op, result in zip(unit, results))
+        return True

@@ -187,10 +187,13 @@ class Store(Protocol):
         """Flush and release resources; idempotent."""
 
 
+_COMPACT = json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+
+
 def dump_json(value: Any, what: str) -> str:
     """Encode a JSON-clean value compactly; ``ValueError`` naming ``what`` otherwise."""
     try:
-        return json.dumps(value, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+        return _COMPACT.encode(value)  # one encoder: json.dumps would build one per call
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{what} is not JSON-clean: {exc}") from exc
 

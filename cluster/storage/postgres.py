@@ -13,6 +13,7 @@ byte for byte what SQLite stores, compressed by PostgreSQL once a value is large
 from __future__ import annotations
 
 import atexit
+import json
 import logging
 import os
 import time
@@ -41,6 +42,9 @@ _READ_CONNECTIONS = 4
 RETRY_ENV = "SOLOIST_STORE_RETRY_S"
 DEFAULT_RETRY_S = 30.0
 _BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
+
+
+_ROWS_JSON = json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii=False)
 
 
 @lru_cache(maxsize=512)
@@ -165,16 +169,34 @@ class PostgresStore(SqlStore):
             (list(ids), run),
         ).fetchall()
 
+    def _append_reads(
+        self, conn: Any, run: str, ids: list[str], *, activation: bool
+    ) -> tuple[tuple[Any, ...] | None, bool, int, dict[str, int]]:
+        """An append's reads in ONE statement (one round trip where they took four)."""
+        locked = "SELECT epoch, holder FROM activations WHERE run = ? FOR SHARE" if activation else (
+            "SELECT NULL::bigint AS epoch, NULL::text AS holder WHERE false")
+        epoch, holder, found, last, found_ids, found_versions = conn.execute(
+            f"WITH activation AS ({locked}), "
+            "found AS (SELECT r.request_id, r.version FROM unnest(?::text[]) AS ids(id) "
+            "JOIN requests r ON r.run = ? AND r.request_id = ids.id) "
+            "SELECT (SELECT epoch FROM activation), (SELECT holder FROM activation), "
+            "(SELECT 1 FROM runs WHERE name = ?), (SELECT COALESCE(MAX(version), 0) FROM requests WHERE run = ?), "
+            "(SELECT array_agg(request_id) FROM found), (SELECT array_agg(version) FROM found)",
+            ((run,) if activation else ()) + (list(ids), run, run, run),
+        ).fetchone()
+        row = (epoch, holder) if epoch is not None else None
+        return row, found is not None, int(last), dict(zip(found_ids or (), found_versions or ()))
+
     def _insert_entries(self, conn: Any, run: str, entries: list[Any], rows: list[tuple[Any, ...]]) -> None:
-        """Journal rows and request ids in ONE statement (arrays of the columns, unnested):
-        one round trip per append, where a row at a time costs one per row and table."""
-        _, versions, request_ids, kinds, payloads, created = (list(column) for column in zip(*rows))
+        """Journal rows and request ids in ONE statement, the rows as ONE JSON parameter: one
+        round trip per append, and one C-encoded string where five arrays took psycopg about
+        14 us a row to adapt (a third of the writer's time)."""
         conn.execute(
-            "WITH entries AS (SELECT * FROM unnest(?::bigint[], ?::text[], ?::text[], ?::text[], ?::float8[]) "
-            "AS e(version, request_id, kind, payload, created_at)), "
+            "WITH entries AS (SELECT (e->>0)::bigint AS version, e->>1 AS request_id, e->>2 AS kind, e->>3 AS payload, "
+            "(e->>4)::float8 AS created_at FROM json_array_elements(?::json) AS e), "
             "journalled AS (INSERT INTO journal SELECT ?, version, request_id, kind, payload, created_at FROM entries) "
             "INSERT INTO requests SELECT ?, request_id, version FROM entries",
-            (versions, request_ids, kinds, payloads, created, run, run),
+            (_ROWS_JSON.encode([row[1:] for row in rows]), run, run),
         )
 
     def health(self) -> StoreHealth:

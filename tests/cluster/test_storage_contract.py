@@ -147,6 +147,34 @@ def test_failing_append_in_a_group_does_not_fail_its_neighbours(store: Any) -> N
     assert isinstance(futures[1].exception(), JournalGap)
 
 
+def test_one_runs_appends_queued_together_each_get_their_own_outcome(store_location: StoreLocation) -> None:
+    """While another connection holds the database's write lock, one run's appends queue up
+    and the writer then runs them as one append; one refused among them (a duplicate request
+    id, a gap) fails alone and the others commit, as if each had been written alone."""
+    store = store_location.open()
+    store.create_run(info(), {})
+    with store_location.raw() as raw:
+        if store_location.kind == "sqlite":
+            raw.execute("BEGIN IMMEDIATE")
+        else:
+            raw.execute("BEGIN")
+            raw.execute("LOCK TABLE journal IN EXCLUSIVE MODE")
+        futures = [
+            store.append("run", [entry(1)]),
+            store.append("run", [entry(2)]),
+            store.append("run", [entry(3, request_id="req-1")]),  # a request id stored a moment before
+            store.append("run", [entry(3), entry(4)]),
+            store.append("run", [entry(6)]),  # a gap: version 5 is missing
+            store.append("run", [entry(5)]),
+        ]
+        raw.execute("COMMIT")
+    outcomes = [f.exception() for f in futures]
+    assert [type(o).__name__ for o in outcomes] == ["NoneType", "NoneType", "DuplicateRequest", "NoneType",
+                                                    "JournalGap", "NoneType"]
+    _, entries = store.load("run")
+    assert [(e.version, e.request_id) for e in entries] == [(v, f"req-{v}") for v in range(1, 6)]
+
+
 def test_compact_keeps_the_last_two_checkpoints_and_load_is_checkpoint_plus_tail(
     store_location: StoreLocation, store: Any
 ) -> None:
