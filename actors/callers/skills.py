@@ -129,6 +129,12 @@ class SkillRegistry:
             self._pool_key = f"skills-{hashlib.sha1(blob).hexdigest()[:16]}"
         return self._pool_key
 
+    @property
+    def pickle_key(self) -> str:
+        """What this registry holds, as its ``pool_key``: a process that starts many runs
+        with it pickles it once while no skill is registered (see ``actors._pickling``)."""
+        return self.pool_key
+
     def __getstate__(self) -> dict[str, Any]:
         self.pool_key  # computed here, so the unpickled copy names the same pools
         return self.__dict__.copy()

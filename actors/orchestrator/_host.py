@@ -175,6 +175,7 @@ class RunHostActor:
         """Start a new run here; its version. A run of that name already on this host is
         refused, and so is a run past ``max_runs`` runs on this host (loaded or not)."""
         self._keep()
+        spec = spec.on_host()
         if spec.name in self._slots:
             raise ValueError(
                 f"a run named {spec.name!r} is already running on host {self._name}; use Orchestrator.attach({spec.name!r}) to get a handle"

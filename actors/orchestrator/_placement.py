@@ -181,7 +181,8 @@ def open_hosted(spec: RunSpec, owner_job: str | None) -> HostedActor:
     """Start ``spec``'s run on its host; the run's ``HostedActor``."""
     settings = host_settings()
     hosted = HostedActor(spec.name, reload_of(spec), host_name_for(spec.name, settings.count, store=spec.store))
-    _with_live_host(hosted, lambda host: wait_ref(host.open_run.remote(spec, owner_job, settings.max_runs)))
+    wire = spec.for_host()
+    _with_live_host(hosted, lambda host: wait_ref(host.open_run.remote(wire, owner_job, settings.max_runs)))
     return hosted
 
 
@@ -190,9 +191,10 @@ async def open_hosted_async(spec: RunSpec, owner_job: str | None) -> HostedActor
     settings = host_settings()
     hosted = HostedActor(spec.name, reload_of(spec), host_name_for(spec.name, settings.count, store=spec.store))
     deadline = time.monotonic() + _RETRY_SECONDS
+    wire = spec.for_host()
     while True:
         try:
-            await _batcher().submit(hosted, ("open", spec, owner_job, settings.max_runs))
+            await _batcher().submit(hosted, ("open", wire, owner_job, settings.max_runs))
             return hosted
         except ray.exceptions.ActorDiedError:  # the host retired meanwhile: start it again
             if time.monotonic() > deadline:

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
-from actors._pickling import pickled, unpickled
+from actors._pickling import pickled_once, unpickled_shared
 from actors.agents.registry import load_agent_records
 from actors.handoffs.settings import DEFAULT_MAX_PARALLEL
 from actors.orchestrator.changes import Change, ChangeKind
@@ -68,7 +68,7 @@ def journal_entry(
 
 def _unpickled(text: str, what: str, store_path: str | None) -> Any:
     try:
-        return unpickled(text)
+        return unpickled_shared(text)
     except Exception as exc:
         raise StoreCorrupted(path=store_path, problem=f"the stored {what} cannot be loaded ({type(exc).__name__}: {exc})") from exc
 
@@ -95,8 +95,8 @@ def restore_or_create(store: Store, spec: RunSpec, *, restarted: bool | None = N
                 created_at=time.time(),
                 owner_token=spec.token,
                 metadata={
-                    "state_class": pickled(type(spec.initial)),
-                    "caller": pickled(spec.caller),
+                    "state_class": pickled_once(type(spec.initial)),
+                    "caller": spec.caller_pickled or pickled_once(spec.caller),
                     "max_parallel": spec.max_parallel,
                     "semaphore_scope": spec.semaphore_scope,
                     "checkpoint_every": spec.checkpoint_every,

@@ -6,6 +6,7 @@ from typing import Any, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
+from actors._pickling import pickled_once, unpickled_shared
 from actors.callers.protocol import ToolCaller
 from actors.handoffs.settings import DEFAULT_MAX_PARALLEL
 from cluster.storage import Durability, Store, open_store, redact
@@ -34,6 +35,9 @@ class RunSpec(BaseModel):
     durability: Durability = "sync"
     max_parallel: int = DEFAULT_MAX_PARALLEL
     caller: SkipValidation[ToolCaller | None] = None
+    caller_pickled: str | None = Field(default=None, repr=False)
+    """The caller as ``actors._pickling`` text, as a driver sends it to a run host (``caller``
+    is then None until the host loads it, once for every run of one registry)."""
     semaphore_scope: str
     checkpoint_every: int = 1_000
     keep_versions: int | None = DEFAULT_KEEP_VERSIONS
@@ -62,6 +66,20 @@ class RunSpec(BaseModel):
         return RunDescription(name=self.name, max_parallel=self.max_parallel, semaphore_scope=self.semaphore_scope,
                               caller=self.caller, state_type=type(self.initial), checkpoint_every=self.checkpoint_every,
                               keep_versions=self.keep_versions, keep_days=self.keep_days)
+
+    def for_host(self) -> RunSpec:
+        """This spec as it travels to a run host: the caller as text, pickled once for every
+        run started with the same registry (Ray would pickle it again for each)."""
+        if self.caller is None or self.caller_pickled is not None:
+            return self
+        return self.model_copy(update={"caller": None, "caller_pickled": pickled_once(self.caller)})
+
+    def on_host(self) -> RunSpec:
+        """This spec with its caller loaded (the inverse of ``for_host``): the host keeps the
+        text too, to store it as is."""
+        if self.caller is not None or self.caller_pickled is None:
+            return self
+        return self.model_copy(update={"caller": unpickled_shared(self.caller_pickled)})
 
     def open_store(self) -> Any:
         if self.store is None:

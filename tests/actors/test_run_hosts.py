@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from actors import (
     Orchestrator,
+    SkillRegistry,
     OrchestratorClosed,
     Run,
     RunHostFull,
@@ -34,7 +35,7 @@ from cluster import SOLOIST_NAMESPACE
 from cluster.storage import SqliteStore, WriterFenced
 from coordinators import AgentState
 from tests._waits import HANG_GUARD_S, eventually, file_appears
-from tests.actors.run_fixtures import counts, skill_registry, three
+from tests.actors.run_fixtures import EchoIn, EchoOut, counts, skill_registry, three
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 
@@ -348,6 +349,51 @@ async def test_open_starts_many_durable_runs_from_one_event_loop_as_the_construc
         assert not dedicated.hosted and await dedicated.apply(bump) == 1
     finally:
         await dedicated.close()
+
+
+class LoadCountingRegistry(SkillRegistry):
+    """A skill registry that appends its process id to ``ledger`` (fsynced) each time a
+    process loads a copy of it: loads counted from inside the processes that do them."""
+
+    def __init__(self, ledger: str) -> None:
+        super().__init__()
+        self.ledger = ledger
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        with open(self.ledger, "a", encoding="utf-8") as out:
+            out.write(f"{os.getpid()}\n")
+            out.flush()
+            os.fsync(out.fileno())
+
+
+def _loads(ledger: Path) -> list[str]:
+    return ledger.read_text().split() if ledger.exists() else []
+
+
+def late(inp: EchoIn) -> EchoOut:
+    return EchoOut(echoed=f"late {inp.text}")
+
+
+async def test_runs_started_with_one_registry_share_one_loaded_copy_per_host_until_a_skill_is_added(tmp_path: Path) -> None:
+    ledger = tmp_path / "loads"
+    skills = LoadCountingRegistry(str(ledger))
+    skills.register("echo", late)
+    runs = await asyncio.gather(*(Orchestrator.open(Tally(), caller=skills, name=f"shared-caller-{i}") for i in range(30)))
+    try:
+        hosts = {(await r.statistics()).pid for r in runs}
+        first = _loads(ledger)
+        assert sorted(first) == sorted(str(pid) for pid in hosts), "one load per host, not one per run"
+        skills.register("late", late)  # what the registry serves changed: the next start sends it again
+        newer = await Orchestrator.open(Tally(), caller=skills, name="shared-caller-late")
+        try:
+            assert len(_loads(ledger)) == len(first) + 1
+            assert "late" in Orchestrator.attach("shared-caller-late").caller.names()  # the host's copy
+            assert "late" not in Orchestrator.attach("shared-caller-0").caller.names()  # started before it
+        finally:
+            await newer.close()
+    finally:
+        await asyncio.gather(*(r.close() for r in runs))
 
 
 async def test_open_refuses_bad_arguments_and_a_taken_name_as_the_constructor_does(tmp_path: Path) -> None:
