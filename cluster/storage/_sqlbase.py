@@ -197,7 +197,13 @@ class SqlStore(SingleWriter):
             return int(conn.execute("DELETE FROM journal WHERE run = ? AND version <= ?", (run, base)).rowcount)
 
         removed: int = self._writer.submit(op).result()
+        if removed:
+            self._compacted()
         return removed
+
+    def _compacted(self) -> None:
+        """After a compaction deleted rows: a database that keeps deleted rows' space until
+        told (PostgreSQL) makes it reusable here. SQLite reuses freed pages by itself."""
 
     def delete_run(self, run: str) -> None:
         """Durably delete everything stored for ``run``; ``RunNotFound`` if it is not stored."""

@@ -13,9 +13,11 @@ byte for byte what SQLite stores, compressed by PostgreSQL once a value is large
 from __future__ import annotations
 
 import atexit
+import concurrent.futures
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 from functools import lru_cache
@@ -44,6 +46,7 @@ DEFAULT_RETRY_S = 30.0
 _BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
 
 
+_VACUUM_EVERY_S = 1.0  # after compactions: the vacuums of one store, at most this often
 _ROWS_JSON = json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii=False)
 
 
@@ -154,6 +157,11 @@ class PostgresStore(SqlStore):
         self._writer = GroupCommitWriter(
             location, self._open_session, retry_for_s=retry_for_s, after_group=self._unlock_brief
         )
+        self._maintenance = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"soloist-store-vacuum:{location}")
+        self._vacuum_lock = threading.Lock()
+        self._vacuum_queued = False
+        self._vacuum_conn: psycopg.Connection[Any] | None = None
+        self._last_vacuum = 0.0
         atexit.register(self.close)
         logger.info("opened store %s (durability=%s)", location, durability, extra=_LOG)
 
@@ -276,7 +284,37 @@ class PostgresStore(SqlStore):
         if not free:
             raise RunLockedElsewhere(path=self._file, run=run, holder=holder_of(conn.raw, run))
 
+    def _compacted(self) -> None:
+        """Vacuum the tables compaction deletes from, in the background: PostgreSQL reuses a
+        deleted row's space only once a vacuum has seen it, and autovacuum wakes only every
+        minute or so, so a run with retention would otherwise grow as if it kept everything.
+        One vacuum at a time, and none within ``_VACUUM_EVERY_S`` of the last one's start
+        (the next compaction's vacuum, or autovacuum, covers what it skips)."""
+        with self._vacuum_lock:
+            now = time.monotonic()
+            if self._vacuum_queued or self._closed or now < self._last_vacuum + _VACUUM_EVERY_S:
+                return
+            self._vacuum_queued, self._last_vacuum = True, now
+        self._maintenance.submit(self._vacuum)
+
+    def _vacuum(self) -> None:
+        try:
+            if self._vacuum_conn is None or self._vacuum_conn.closed:
+                self._vacuum_conn = connect(self._url, self.path, deadline=None, autocommit=True)
+            self._vacuum_conn.execute("VACUUM journal, requests, checkpoints")
+        except (StoreError, psycopg.Error) as exc:  # maintenance: the next compaction tries again
+            logger.warning("store %s: vacuum after compaction failed: %s", self.path, exc, extra=_LOG)
+            if self._vacuum_conn is not None:
+                self._vacuum_conn.close()
+                self._vacuum_conn = None
+        finally:
+            with self._vacuum_lock:
+                self._vacuum_queued = False
+
     def _close_resources(self) -> None:
         self._keeper.close()
+        self._maintenance.shutdown(wait=True, cancel_futures=True)
+        if self._vacuum_conn is not None:
+            self._vacuum_conn.close()
         self._pool.close()
         atexit.unregister(self.close)

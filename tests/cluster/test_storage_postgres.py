@@ -331,3 +331,32 @@ def test_a_write_whose_commit_answer_was_lost_is_recognised_as_committed_not_dup
     with postgres_server.connect(url) as conn:
         assert conn.execute("SELECT version FROM journal ORDER BY version").fetchall() == [(1,), (2,)]
         assert conn.execute("SELECT COUNT(*) FROM runs").fetchone() == (1,)
+
+
+def test_compaction_vacuums_so_a_run_with_retention_reuses_the_space_it_freed(url: str, postgres_server: PostgresServer) -> None:
+    """PostgreSQL keeps a deleted row's space until a vacuum has seen it: the store vacuums
+    after a compaction (counted by the server: ``last_vacuum`` of the journal table), and the
+    journal's next rows then fit in the space the compacted ones left."""
+    store = PostgresStore(url)
+    try:
+        store.create_run(_info(), {})
+        pad = {"pad": "x" * 200}
+        store.append("run", [_entry(v, payload=pad) for v in range(1, 3001)]).result()
+        store.put_checkpoint("run", 2000, {"n": 2000})
+        with postgres_server.connect(url) as conn:
+            def journal_stats() -> tuple[Any, int]:
+                vacuumed, = conn.execute("SELECT last_vacuum FROM pg_stat_user_tables WHERE relid = 'journal'::regclass").fetchone()
+                size, = conn.execute("SELECT pg_relation_size('journal')").fetchone()
+                return vacuumed, int(size)
+
+            assert journal_stats()[0] is None
+            assert store.compact("run") == 2000  # the heap's first pages: the last 1,000 rows keep its size
+            deadline = time.monotonic() + HANG_GUARD_S
+            while journal_stats()[0] is None:
+                assert time.monotonic() < deadline, "no vacuum after the compaction"
+                time.sleep(0.05)
+            freed_size = journal_stats()[1]
+            store.append("run", [_entry(v, payload=pad) for v in range(3001, 4501)]).result()
+            assert journal_stats()[1] == freed_size, "the new rows did not reuse the compacted rows' space"
+    finally:
+        store.close()
