@@ -43,7 +43,7 @@ from actors.orchestrator._recovery import journal_entry, restore_or_create
 from actors.orchestrator.changes import Change, ChangeKind
 from actors.orchestrator.spec import OrchestratorStatistics, RunDescription, RunSpec
 from cluster.connect import actor_was_restarted, cluster_address, node_id
-from cluster.storage import RunLockedElsewhere
+from cluster.storage import RunLockedElsewhere, diff_states
 from coordinators import AgentState, ContextSnapshot, StateTransition, reduce, shared_records
 
 __all__ = ["OrchestratorActor"]
@@ -293,18 +293,21 @@ class OrchestratorActor:
                         continue
                     seen.add(write.request_id)
                     fresh.append(write)
-                outcomes = await inbox_of(loop).run_in(self._fn_executor, _run_fns, [w.fn for w in fresh], self._head[1])
-                staged: list[tuple[_FnWrite, BaseModel, BaseModel]] = []
+                outcomes = await inbox_of(loop).run_in(
+                    self._fn_executor, _run_fns, [w.fn for w in fresh], self._head[1], self._store is not None)
+                staged: list[tuple[_FnWrite, BaseModel, BaseModel, Any]] = []
                 previous = self._head[1]
                 for write, outcome in zip(fresh, outcomes):
                     if isinstance(outcome, BaseException):
                         self._stats["apply_errors"] += 1
                         _resolve(write.done, error=outcome)
                         continue
-                    staged.append((write, outcome, previous))
-                    previous = outcome
-                acks = self._stage_group([(state, "fn", None, write.request_id, base) for write, state, base in staged])
-                settle.extend((write, ack) for (write, _, _), ack in zip(staged, acks))
+                    state, diff = outcome
+                    staged.append((write, state, previous, diff))
+                    previous = state
+                acks = self._stage_group([(state, "fn", None, write.request_id, base, diff)
+                                          for write, state, base, diff in staged])
+                settle.extend((write, ack) for (write, *_), ack in zip(staged, acks))
                 if self._spec.durability != "batch":
                     await self._settle_fn_writes(settle)
             if self._spec.durability == "batch":  # acknowledged after the group commit; the next group goes on
@@ -601,22 +604,23 @@ class OrchestratorActor:
         base: BaseModel,
     ) -> tuple[int, BaseModel, Change, "asyncio.Future[None] | None"]:
         """Make ``new_state`` the head and queue its journal entry; not yet visible."""
-        return self._stage_group([(new_state, kind, transitions, request_id, base)])[0]
+        return self._stage_group([(new_state, kind, transitions, request_id, base, None)])[0]
 
     def _stage_group(
-        self, writes: list[tuple[BaseModel, ChangeKind, tuple[StateTransition, ...] | None, str, BaseModel]]
+        self, writes: list[tuple[BaseModel, ChangeKind, tuple[StateTransition, ...] | None, str, BaseModel, Any]]
     ) -> list[tuple[int, BaseModel, Change, "asyncio.Future[None] | None"]]:
         """Stage consecutive writes: each becomes the head in turn; their journal entries go
         to the store in ONE append, so the group shares one durability future (one wake-up of
-        this loop when the fsync is done, instead of one per write)."""
+        this loop when the fsync is done, instead of one per write). A write's last field is
+        its diff from ``base`` when the fn thread computed it already (None: computed here)."""
         acks: list[tuple[int, BaseModel, Change, asyncio.Future[None] | None]] = []
         entries = []
         now = time.time()
-        for new_state, kind, transitions, request_id, base in writes:
+        for new_state, kind, transitions, request_id, base, diff in writes:
             version = self._head[0] + 1
             change = Change(seq=0, version=version, kind=kind, transitions=transitions, at=now)
             if self._store is not None:
-                entries.append(journal_entry(version, request_id, kind, transitions, base, new_state))
+                entries.append(journal_entry(version, request_id, kind, transitions, base, new_state, diff))
             self._head = (version, new_state)
             self._remember(request_id, version)
             self._stats["applies"] += 1
@@ -703,17 +707,27 @@ def _resolve(future: "asyncio.Future[int]", *, result: int | None = None, error:
         future.set_result(result)  # type: ignore[arg-type]
 
 
-def _run_fns(fns: list[Callable[[Any], Any]], base: BaseModel) -> list[BaseModel | BaseException]:
-    """Run ``fns`` one after another, each on the state the previous successful one left."""
-    outcomes: list[BaseModel | BaseException] = []
+def _run_fns(
+    fns: list[Callable[[Any], Any]], base: BaseModel, diffs: bool
+) -> list[tuple[BaseModel, Any] | BaseException]:
+    """Run ``fns`` one after another, each on the state the previous successful one left;
+    with ``diffs`` (a journalled run) each new state comes with its journal diff, computed
+    here off the event loop and dumping each state once (it is the next one's base)."""
+    outcomes: list[tuple[BaseModel, Any] | BaseException] = []
     current = base
+    dumped = base.model_dump(mode="json") if diffs else None
     for fn in fns:
         try:
             current = _run_fn(fn, current)
         except BaseException as exc:  # handed to that write's caller, whatever it is
             outcomes.append(exc)
-        else:
-            outcomes.append(current)
+            continue
+        if dumped is None:
+            outcomes.append((current, None))
+            continue
+        new_dump = current.model_dump(mode="json")
+        outcomes.append((current, diff_states(dumped, new_dump)))
+        dumped = new_dump
     return outcomes
 
 

@@ -57,10 +57,13 @@ def journal_entry(
     transitions: tuple[StateTransition, ...] | None,
     base: BaseModel,
     new_state: BaseModel,
+    diff: Any = None,
 ) -> JournalEntry:
-    """The journal row for one committed write."""
+    """The journal row for one committed write (``diff``: the state diff, if computed already)."""
     if kind == "batch":
         payload: Any = [t.model_dump(mode="json") for t in transitions or ()]
+    elif diff is not None:
+        payload = diff
     else:
         payload = diff_states(base.model_dump(mode="json"), new_state.model_dump(mode="json"))
     return JournalEntry(version=version, request_id=request_id, kind=kind, payload=payload, created_at=time.time())

@@ -73,7 +73,9 @@ async def test_many_runs_share_a_few_host_processes_and_none_of_their_own() -> N
     try:
         await asyncio.gather(*(r.apply(bump) for r in runs))
         pids = {(await r.statistics()).pid for r in runs}
-        hosts = _live_actor_names("soloist:host:")
+        # The hosts of runs without a database store (those of database runs, left by earlier
+        # tests until they retire, are a pool of their own: soloist:host:db:<i>).
+        hosts = [h for h in _live_actor_names("soloist:host:") if not h.startswith("soloist:host:db:")]
         assert len(pids) <= len(hosts) <= 2, (pids, hosts)
         assert not _live_actor_names("soloist:orch:shared-")  # no actor per run
         assert all(r.hosted for r in runs)
