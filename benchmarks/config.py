@@ -139,7 +139,7 @@ def preset(mode: Mode) -> BenchConfig:
             scaling_node_runs=1, scaling_node_replicas=1,
             memory_messages=1_000, memory_rounds=1, recovery_changes=(100, 200), recovery_kills=1, scaling_rounds=1,
             checkpoint_every=50, observability_calls=20,
-            pool_runs=2, pool_calls_per_run=8, pool_sleep_s=0.02, pool_max_replicas=2, pool_window_s=1.5,
+            pool_runs=2, pool_calls_per_run=8, pool_sleep_s=0.02, pool_max_replicas=2, pool_window_s=0.5,
             pool_rounds=1, pool_downscale_delay_s=0.5,
             many_runs=40, many_unload_after_s=0.5, many_applies_per_run=2, many_latency_calls=2,
             store_turns=10, store_writes=300, store_keep_versions=100, store_recovery_changes=200,

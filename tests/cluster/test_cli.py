@@ -133,16 +133,27 @@ def test_run_reports_the_defining_file_and_line_and_the_import_edge(fixture_repo
     assert [(r["name"], r["version"]) for r in runs] == [("tax-run", outcome["version"])]
 
 
-def test_run_prints_a_human_report_with_file_line_references(fixture_repo: Path):
-    result = _soloist("run", "Where is `TaxRule` defined?", "--root", str(fixture_repo))
+@pytest.fixture
+def session_address(ray_session: None) -> str:
+    """The session's Ray, for runs whose subject is not the embedded Ray (that one is
+    ``test_run_reports_...``'s and ``test_ctrl_c_...``'s): they join it with ``--address``
+    and skip starting and stopping a Ray of their own."""
+    import ray
+
+    return str(ray.get_runtime_context().gcs_address)
+
+
+def test_run_prints_a_human_report_with_file_line_references(fixture_repo: Path, session_address: str):
+    result = _soloist("run", "Where is `TaxRule` defined?", "--root", str(fixture_repo), "--address", session_address)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "ledger/core.py:6" in result.stdout
     assert "Reasoning trail" in result.stdout
     assert "soloist run:" in result.stderr  # the live progress panel
 
 
-def test_a_run_that_hits_the_turn_limit_exits_one_with_the_reason(fixture_repo: Path):
-    result = _soloist("run", "Where is `TaxRule` defined?", "--root", str(fixture_repo), "--max-turns", "2")
+def test_a_run_that_hits_the_turn_limit_exits_one_with_the_reason(fixture_repo: Path, session_address: str):
+    result = _soloist("run", "Where is `TaxRule` defined?", "--root", str(fixture_repo), "--max-turns", "2",
+                      "--address", session_address)
     assert result.returncode == 1
     assert "maximum of 2 turns" in result.stderr
 

@@ -21,7 +21,12 @@ pytestmark = pytest.mark.timeout(600)
 
 
 def soloist(home: Path, cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SOLOIST_HOME": str(home), "PYTHONPATH": str(REPO_ROOT), "RAY_USAGE_STATS_ENABLED": "0"}
+    # RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=0 (Ray's documented switch, read by the head that
+    # ``up`` starts): on SIGTERM from ``down`` the head skips Ray's drain, which waits its full
+    # 30 s default here because the run's detached actors never leave the node idle. ``down``
+    # still sends that SIGTERM, and the test still waits for the head's pid to be gone.
+    env = {**os.environ, "SOLOIST_HOME": str(home), "PYTHONPATH": str(REPO_ROOT), "RAY_USAGE_STATS_ENABLED": "0",
+           "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
     env.pop("RAY_ADDRESS", None)
     return subprocess.run([*LAUNCH, *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
 
