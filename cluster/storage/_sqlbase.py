@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ._single_writer import Claim, SingleWriter
-from ._writer import GroupCommitWriter
+from ._writer import GroupCommitWriter, Mergeable
 from .base import (
     KEEP_CHECKPOINTS,
     AgentRecordRow,
@@ -572,7 +572,7 @@ class SqlStore(SingleWriter):
         return AgentRecordRow(agent_id=agent_id, record=parsed, updated_at=updated_at, seq=seq)
 
 
-class _Append:
+class _Append(Mergeable):
     """One ``append`` as a writer operation; the appends of one run queued one after another
     run as one (one set of checks, one insert), see :class:`~._writer.Mergeable`."""
 
