@@ -295,7 +295,10 @@ class PostgresStore(SqlStore):
             if self._vacuum_queued or self._closed or now < self._last_vacuum + _VACUUM_EVERY_S:
                 return
             self._vacuum_queued, self._last_vacuum = True, now
-        self._maintenance.submit(self._vacuum)
+        try:
+            self._maintenance.submit(self._vacuum)
+        except RuntimeError:  # the store closed since the check above: nothing is left to vacuum for
+            logger.debug("store %s closed before its vacuum after compaction", self.path, extra=_LOG)
 
     def _vacuum(self) -> None:
         try:
