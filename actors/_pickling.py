@@ -21,7 +21,7 @@ from typing import Any
 
 import cloudpickle
 
-__all__ = ["pickled", "pickled_once", "unpickled", "unpickled_shared"]
+__all__ = ["pickled", "pickled_once", "shareable", "unpickled", "unpickled_shared"]
 
 _KEPT = 256  # objects (and texts) remembered per process, most recently used first
 _lock = threading.Lock()
@@ -39,14 +39,15 @@ def unpickled(text: str) -> Any:
     return cloudpickle.loads(base64.b64decode(text))
 
 
-def _shareable(value: Any) -> bool:
+def shareable(value: Any) -> bool:
+    """Whether ``pickled_once`` and ``unpickled_shared`` keep one copy of ``value``."""
     return isinstance(value, type) or isinstance(getattr(value, "pickle_key", None), str)
 
 
 def pickled_once(value: Any) -> str:
     """``pickled(value)``, computed once for a class or for an object with a ``pickle_key``
     and reused while that key stays the same; anything else is pickled on every call."""
-    if not _shareable(value):
+    if not shareable(value):
         return pickled(value)
     ident = (id(value), None if isinstance(value, type) else value.pickle_key)
     with _lock:
@@ -72,7 +73,7 @@ def unpickled_shared(text: str) -> Any:
             _objects.move_to_end(text)
             return _objects[text]
     value = unpickled(text)
-    if _shareable(value):
+    if shareable(value):
         with _lock:
             value = _objects.setdefault(text, value)  # a racing thread's copy wins: one object
             while len(_objects) > _KEPT:

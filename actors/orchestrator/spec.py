@@ -6,7 +6,7 @@ from typing import Any, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
-from actors._pickling import pickled_once, unpickled_shared
+from actors._pickling import pickled_once, shareable, unpickled_shared
 from actors.callers.protocol import ToolCaller
 from actors.handoffs.settings import DEFAULT_MAX_PARALLEL
 from cluster.storage import Durability, Store, open_store, redact
@@ -70,8 +70,8 @@ class RunSpec(BaseModel):
     def for_host(self) -> RunSpec:
         """This spec as it travels to a run host: the caller as text, pickled once for every
         run started with the same registry (Ray would pickle it again for each)."""
-        if self.caller is None or self.caller_pickled is not None:
-            return self
+        if self.caller is None or self.caller_pickled is not None or not shareable(self.caller):
+            return self  # another caller travels as before: a copy of its own per run, by Ray's pickler
         return self.model_copy(update={"caller": None, "caller_pickled": pickled_once(self.caller)})
 
     def on_host(self) -> RunSpec:
