@@ -272,45 +272,32 @@ class OrchestratorActor:
         Pipelined writers would otherwise pay a hop to the fn thread and back each, one at a
         time behind the write lock. Each ``fn`` still runs on its own deep copy of the state
         left by the one before it, is validated, journalled and acknowledged on its own; a
-        failing ``fn`` fails only its caller.
+        failing ``fn`` fails only its caller. A group that fails before its writes are staged
+        (a store unreachable for the request-id lookup, the fn threads shut down) fails its
+        callers with that error; the writes queued after it go on.
         """
         loop = asyncio.get_running_loop()
         while self._fn_queue:
+            group: list[_FnWrite] = []
             settle: list[tuple[_FnWrite, Any]] = []
-            async with self._write_lock:
-                group = [self._fn_queue.popleft() for _ in range(min(len(self._fn_queue), _FN_GROUP))]
-                if self._closed:
-                    for write in group:
-                        _resolve(write.done, error=OrchestratorClosed(f"orchestrator {self._spec.display_name!r} is closed"))
-                    continue
-                known = await self._recorded_many([w.request_id for w in group])  # one store read for the group
-                fresh: list[_FnWrite] = []
-                seen: set[str] = set()
-                for write in group:
-                    recorded = known.get(write.request_id)
-                    if recorded is not None or write.request_id in seen:
-                        settle.append((write, recorded))  # a retry: answered with the original's version
-                        continue
-                    seen.add(write.request_id)
-                    fresh.append(write)
-                outcomes = await inbox_of(loop).run_in(
-                    self._fn_executor, _run_fns, [w.fn for w in fresh], self._head[1], self._store is not None)
-                staged: list[tuple[_FnWrite, BaseModel, BaseModel, Any]] = []
-                previous = self._head[1]
-                for write, outcome in zip(fresh, outcomes):
-                    if isinstance(outcome, BaseException):
-                        self._stats["apply_errors"] += 1
-                        _resolve(write.done, error=outcome)
-                        continue
-                    state, diff = outcome
-                    staged.append((write, state, previous, diff))
-                    previous = state
-                acks = self._stage_group([(state, "fn", None, write.request_id, base, diff)
-                                          for write, state, base, diff in staged])
-                settle.extend((write, ack) for (write, *_), ack in zip(staged, acks))
-                if self._spec.durability != "batch":
-                    await self._settle_fn_writes(settle)
-            if self._spec.durability == "batch":  # acknowledged after the group commit; the next group goes on
+            try:
+                acks = await self._run_fn_group(group, settle)
+            except BaseException as exc:
+                if not isinstance(exc, Exception):  # cancelled: the actor is going away
+                    closed = OrchestratorClosed(f"orchestrator {self._spec.display_name!r} is closed")
+                    for write in [*group, *self._fn_queue]:
+                        _resolve(write.done, error=closed)  # a retry with the same request id gets its outcome
+                    self._fn_queue.clear()
+                    raise
+                settling = {id(write) for write, _ in settle}
+                unstaged = [write for write in group if id(write) not in settling]
+                self._log.error("a group of %d apply(fn) writes failed before it was journalled: %s",
+                                len(unstaged), exc, exc_info=exc)
+                for write in unstaged:
+                    _resolve(write.done, error=exc)
+                await self._settle_fn_writes(settle)  # the retries it had answered already
+                continue
+            if self._spec.durability == "batch" and settle:  # acknowledged after the group commit; the next group goes on
                 task = loop.create_task(self._settle_fn_writes(settle))
                 self._settling.add(task)
                 task.add_done_callback(self._settling.discard)
@@ -321,6 +308,48 @@ class OrchestratorActor:
                 durable = next((ack[3] for ack in reversed(acks) if ack[3] is not None), None)
                 if durable is not None and len(self._fn_queue) < _FN_GROUP:
                     await asyncio.wait({durable})
+
+    async def _run_fn_group(
+        self, group: list["_FnWrite"], settle: list[tuple["_FnWrite", Any]]
+    ) -> list[tuple[int, BaseModel, Change, "asyncio.Future[None] | None"]]:
+        """Take the next group off the queue into ``group`` and run it under the write lock:
+        answer retries, run the fns on the fn thread, stage the new versions. Adds each write
+        to ``settle`` once its outcome is known (settled here unless durability is ``batch``);
+        returns the staged acknowledgements."""
+        async with self._write_lock:
+            group.extend(self._fn_queue.popleft() for _ in range(min(len(self._fn_queue), _FN_GROUP)))
+            if self._closed:
+                for write in group:
+                    _resolve(write.done, error=OrchestratorClosed(f"orchestrator {self._spec.display_name!r} is closed"))
+                return []
+            known = await self._recorded_many([w.request_id for w in group])  # one store read for the group
+            fresh: list[_FnWrite] = []
+            seen: set[str] = set()
+            for write in group:
+                recorded = known.get(write.request_id)
+                if recorded is not None or write.request_id in seen:
+                    settle.append((write, recorded))  # a retry: answered with the original's version
+                    continue
+                seen.add(write.request_id)
+                fresh.append(write)
+            outcomes = await inbox_of(asyncio.get_running_loop()).run_in(
+                self._fn_executor, _run_fns, [w.fn for w in fresh], self._head[1], self._store is not None)
+            staged: list[tuple[_FnWrite, BaseModel, BaseModel, Any]] = []
+            previous = self._head[1]
+            for write, outcome in zip(fresh, outcomes):
+                if isinstance(outcome, BaseException):
+                    self._stats["apply_errors"] += 1
+                    _resolve(write.done, error=outcome)
+                    continue
+                state, diff = outcome
+                staged.append((write, state, previous, diff))
+                previous = state
+            acks = self._stage_group([(state, "fn", None, write.request_id, base, diff)
+                                      for write, state, base, diff in staged])
+            settle.extend((write, ack) for (write, *_), ack in zip(staged, acks))
+            if self._spec.durability != "batch":
+                await self._settle_fn_writes(settle)
+            return acks
 
     async def _settle_fn_writes(self, settle: list[tuple["_FnWrite", Any]]) -> None:
         """Acknowledge each staged write once durable (retries: once the original is)."""

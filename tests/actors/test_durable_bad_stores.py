@@ -7,6 +7,7 @@ problem in the message, and that the file is byte-for-byte untouched.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import sqlite3
@@ -17,8 +18,9 @@ from pydantic import BaseModel
 
 from actors import Orchestrator
 from actors import AgentConfig, new_agent, to_stored_record
-from cluster.storage import JournalGap, SchemaTooNew, SqliteStore, StoreCorrupted
+from cluster.storage import JournalGap, SchemaTooNew, SqliteStore, StoreCorrupted, StoreError
 from coordinators import AgentState, TransitionBatch
+from tests._waits import HANG_GUARD_S
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 
@@ -150,3 +152,30 @@ async def test_a_bad_journal_entry_fails_attach_even_when_later_entries_overwrit
         Orchestrator.attach("badmiddle", store=path)
     assert str(path) in str(info.value) and "journal entry 2" in str(info.value) and "does not validate" in str(info.value)
     assert _digest(path) == before
+
+
+async def test_a_store_read_failing_under_a_group_of_applies_fails_those_applies_and_the_next_ones_go_on(
+    tmp_path: Path,
+) -> None:
+    """A run attached after a checkpoint looks older request ids up in its store; when that
+    read fails, the queued ``apply(fn)`` calls get the store's error (they used to wait
+    forever), nothing is applied for them, and the run writes again once the store reads."""
+    path = tmp_path / "reads.db"
+    orch = Orchestrator(Counter(), name="reads", store=path, checkpoint_every=2)
+    for _ in range(3):
+        await orch.apply(lambda s: setattr(s, "count", s.count + 1))
+    await orch.close()
+    orch = Orchestrator.attach("reads", store=path)  # request ids before the checkpoint: in the store only
+    _tamper(path, "ALTER TABLE requests RENAME TO requests_away")
+    calls = [orch.apply(lambda s: setattr(s, "count", s.count + 1)) for _ in range(5)]
+    outcomes = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), HANG_GUARD_S)
+    assert all(isinstance(o, StoreError) for o in outcomes), outcomes
+    assert "requests" in str(outcomes[0]) and str(path) in str(outcomes[0])
+    assert await orch.version() == 3 and (await orch.snapshot()).count == 3  # nothing applied for them
+
+    _tamper(path, "ALTER TABLE requests_away RENAME TO requests")
+    assert await asyncio.wait_for(orch.apply(lambda s: setattr(s, "count", s.count + 1)), HANG_GUARD_S) == 4
+    await orch.close()
+    again = Orchestrator.attach("reads", store=path)
+    assert (await again.version(), (await again.snapshot()).count) == (4, 4)
+    await again.close()

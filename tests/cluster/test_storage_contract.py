@@ -27,7 +27,20 @@ from tests._stores import StoreLocation
 from tests._stores import batch_entry as entry
 from tests._stores import run_info as info
 
+#: How a test's store writes its runs: unclaimed (each write takes the run's lock for its
+#: transaction), as the run's activation (fenced by its epoch), or under the store's claim.
+#: Each checks an append its own way (on PostgreSQL an activated or claimed run's append is
+#: one statement that checks and inserts), and each must refuse the same appends.
+WRITERS = ["unclaimed", "activated", "claimed"]
 
+
+def take(store: Any, writer: str, *runs: str) -> None:
+    """Make ``store`` write ``runs`` as ``writer`` says (see ``WRITERS``)."""
+    for run in runs:
+        if writer == "activated":
+            store.activate(run, holder={"test": "contract"})
+        elif writer == "claimed":
+            store.claim_writer(run, holder={"test": "contract"})
 
 
 def filled(store_location: StoreLocation, versions: int = 5) -> None:
@@ -91,8 +104,10 @@ def test_create_run_twice_raises_run_exists_naming_the_store(store: Any) -> None
         store.create_run(info(), {})
 
 
-def test_append_resolves_once_durable_and_load_returns_entries_in_order(store: Any) -> None:
+@pytest.mark.parametrize("writer", WRITERS)
+def test_append_resolves_once_durable_and_load_returns_entries_in_order(store: Any, writer: str) -> None:
     store.create_run(info(), {"n": 0})
+    take(store, writer, "run")
     assert store.append("run", [entry(1), entry(2)]).result() is None
     assert store.append("run", [entry(3)]).result() is None
     checkpoint, tail = store.load("run")
@@ -103,8 +118,10 @@ def test_append_resolves_once_durable_and_load_returns_entries_in_order(store: A
     assert store.find_request("run", "nope") is None
 
 
-def test_append_with_a_gap_fails_with_journal_gap_and_writes_nothing(store: Any) -> None:
+@pytest.mark.parametrize("writer", WRITERS)
+def test_append_with_a_gap_fails_with_journal_gap_and_writes_nothing(store: Any, writer: str) -> None:
     store.create_run(info(), {})
+    take(store, writer, "run")
     store.append("run", [entry(1)]).result()
     with pytest.raises(JournalGap, match=rf"store {re.escape(store.path)}, run 'run': version 2 is missing"):
         store.append("run", [entry(3), entry(4)]).result()
@@ -113,8 +130,10 @@ def test_append_with_a_gap_fails_with_journal_gap_and_writes_nothing(store: Any)
     assert [e.version for e in store.load("run")[1]] == [1]
 
 
-def test_duplicate_request_id_fails_and_writes_nothing(store: Any) -> None:
+@pytest.mark.parametrize("writer", WRITERS)
+def test_duplicate_request_id_fails_and_writes_nothing(store: Any, writer: str) -> None:
     store.create_run(info(), {})
+    take(store, writer, "run")
     store.append("run", [entry(1, "same")]).result()
     with pytest.raises(DuplicateRequest, match="'same' of run 'run' was already committed as version 1"):
         store.append("run", [entry(2, "fresh"), entry(3, "same")]).result()
@@ -124,7 +143,9 @@ def test_duplicate_request_id_fails_and_writes_nothing(store: Any) -> None:
     store.append("run", [entry(2, "fresh")]).result()
 
 
-def test_unknown_run_raises_run_not_found(store: Any) -> None:
+@pytest.mark.parametrize("writer", WRITERS)
+def test_unknown_run_raises_run_not_found(store: Any, writer: str) -> None:
+    take(store, writer, "ghost")
     with pytest.raises(RunNotFound, match="'ghost' not found"):
         store.append("ghost", [entry(1)]).result()
     with pytest.raises(RunNotFound):
@@ -139,20 +160,24 @@ def test_non_json_payload_is_rejected_before_anything_is_queued(store: Any) -> N
         store.append("run", [entry(1, payload={"x": object()})])
 
 
-def test_failing_append_in_a_group_does_not_fail_its_neighbours(store: Any) -> None:
+@pytest.mark.parametrize("writer", WRITERS)
+def test_failing_append_in_a_group_does_not_fail_its_neighbours(store: Any, writer: str) -> None:
     store.create_run(info("a"), {})
     store.create_run(info("b"), {})
+    take(store, writer, "a", "b")
     futures = [store.append("a", [entry(1)]), store.append("b", [entry(7)]), store.append("a", [entry(2)])]
     assert futures[0].result() is None and futures[2].result() is None
     assert isinstance(futures[1].exception(), JournalGap)
 
 
-def test_one_runs_appends_queued_together_each_get_their_own_outcome(store_location: StoreLocation) -> None:
+@pytest.mark.parametrize("writer", WRITERS)
+def test_one_runs_appends_queued_together_each_get_their_own_outcome(store_location: StoreLocation, writer: str) -> None:
     """While another connection holds the database's write lock, one run's appends queue up
     and the writer then runs them as one append; one refused among them (a duplicate request
     id, a gap) fails alone and the others commit, as if each had been written alone."""
     store = store_location.open()
     store.create_run(info(), {})
+    take(store, writer, "run")
     with store_location.raw() as raw:
         if store_location.kind == "sqlite":
             raw.execute("BEGIN IMMEDIATE")
