@@ -232,6 +232,15 @@ class RunHostActor:
             slot.calls -= 1
             slot.last_used = time.monotonic()
 
+    async def call_one(self, call: tuple[Any, ...]) -> Any:
+        """One call of ``call_many``'s shape (``("call", run, reload, method, args, kwargs)`` or
+        ``("open", spec, owner_job, max_runs)``) as a Ray call of its own, in ONE argument: Ray
+        serialises each argument of a call on its own, and ``call``'s five cost a lone call
+        about a third of a millisecond more than one does."""
+        if call[0] == "open":
+            return await self.open_run(*call[1:])
+        return await self.call(*call[1:])
+
     async def call_many(self, calls: list[tuple[Any, ...]]) -> list[tuple[bool | None, Any]]:
         """Many calls in one Ray call: what one driver's event loop sent this host in one turn
         (``("call", run, reload, method, args, kwargs)`` or ``("open", spec, owner_job,

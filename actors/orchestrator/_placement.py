@@ -140,7 +140,7 @@ class HostedActor:
         methods travel with the other calls this loop sends the same host in the same turn."""
         if method not in _BATCHED:
             try:
-                return await self.host().call.remote(self._run, self._reload, method, args, kwargs)
+                return await self.host().call_one.remote(("call", self._run, self._reload, method, args, kwargs))
             except ray.exceptions.RayTaskError as exc:
                 raise _cause(exc) from None
         return await _batcher().submit(self, ("call", self._run, self._reload, method, args, kwargs))
@@ -174,7 +174,7 @@ class _HostedMethod:
 
     def remote(self, *args: Any, **kwargs: Any) -> Any:
         hosted = self._hosted
-        return hosted.host().call.remote(hosted._run, hosted._reload, self._method, args, kwargs)
+        return hosted.host().call_one.remote(("call", hosted._run, hosted._reload, self._method, args, kwargs))
 
 
 def open_hosted(spec: RunSpec, owner_job: str | None) -> HostedActor:
@@ -301,9 +301,7 @@ def _batcher() -> _HostBatcher:
 async def _alone(host: Any, call: tuple[Any, ...]) -> tuple[bool, Any]:
     """One call as a Ray call of its own: ``(True, value)`` or ``(False, the run's error)``."""
     try:
-        if call[0] == "open":
-            return True, await host.open_run.remote(*call[1:])
-        return True, await host.call.remote(*call[1:])
+        return True, await host.call_one.remote(call)
     except ray.exceptions.RayTaskError as exc:
         return False, _cause(exc)
 

@@ -111,7 +111,7 @@ async def test_an_idle_pool_retires_and_its_next_call_runs_in_a_new_replica():
 async def test_calls_racing_retirement_each_run_exactly_once(tmp_path):
     """A replica retiring as calls reach it: every call answers, and the ledger its bodies
     write holds each call exactly once (never lost, never run twice). Two runs, each on a pool
-    of its own, send their calls at once (40 single calls and 6 batches in all): each waits
+    of its own, send their calls at once (20 single calls and 4 batches in all): each waits
     for its replicas to start again after every retirement, and the other's calls go on
     meanwhile."""
     ledger = tmp_path / "ledger.txt"
@@ -136,8 +136,8 @@ async def test_calls_racing_retirement_each_run_exactly_once(tmp_path):
         finally:
             await run.close()
 
-    await asyncio.gather(calls_racing_retirement("whoami", range(0, 20), range(0, 3)),
-                         calls_racing_retirement("whoami-too", range(20, 40), range(3, 6)))
+    await asyncio.gather(calls_racing_retirement("whoami", range(0, 10), range(0, 2)),
+                         calls_racing_retirement("whoami-too", range(10, 20), range(2, 4)))
     lines = ledger.read_text().splitlines()
     ran = [line.split()[0] for line in lines]
     assert sorted(ran) == sorted(expected), (
