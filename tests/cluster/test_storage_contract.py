@@ -29,8 +29,9 @@ from tests._stores import run_info as info
 
 #: How a test's store writes its runs: unclaimed (each write takes the run's lock for its
 #: transaction), as the run's activation (fenced by its epoch), or under the store's claim.
-#: Each checks an append its own way (on PostgreSQL an activated or claimed run's append is
-#: one statement that checks and inserts), and each must refuse the same appends.
+#: Each checks an append its own way (an unclaimed run's write takes the run's lock first; an
+#: activated run's reads its fencing row in the transaction of its checks), and each must
+#: refuse the same appends.
 WRITERS = ["unclaimed", "activated", "claimed"]
 
 
