@@ -49,6 +49,7 @@ from actors.telemetry import subagent_span
 from cluster import metrics
 from cluster.connect import SOLOIST_NAMESPACE, actor_was_restarted
 from cluster.exceptions import SemaphoreUnavailable
+from cluster.heap import freeze_startup_objects
 from cluster.semaphore import held_by_this_process
 
 __all__ = [
@@ -246,6 +247,7 @@ class SubagentActor:
             # watch starts with one, so it sends itself one; otherwise, if no call ever reaches
             # it again, it would never retire.
             ray.get_runtime_context().current_actor.ping.remote()
+        freeze_startup_objects()
 
     async def _permits_of(self, scope: str) -> WarmPermits:
         permits = self._permits.get(scope)

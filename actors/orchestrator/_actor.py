@@ -43,6 +43,7 @@ from actors.orchestrator._recovery import journal_entry, restore_or_create
 from actors.orchestrator.changes import Change, ChangeKind
 from actors.orchestrator.spec import OrchestratorStatistics, RunDescription, RunSpec
 from cluster.connect import actor_was_restarted, cluster_address, node_id
+from cluster.heap import freeze_startup_objects
 from cluster.storage import RunLockedElsewhere, diff_states
 from coordinators import AgentState, ContextSnapshot, StateTransition, reduce, shared_records
 
@@ -157,6 +158,8 @@ class OrchestratorActor:
         if self._restarted:
             self._log.warning("orchestrator restarted; resumed at version %d", self._committed[0])
         telemetry.actor_started(spec.display_name, self._committed[0])
+        if hosting is None:  # a process of its own (on a host, the host froze its start-up)
+            freeze_startup_objects()
 
     # ------------------------------------------------------------------ reads
 

@@ -8,8 +8,9 @@ of them, never the loop, so other runs' reads and writes go on), and one store o
 store file (its group commit then carries the writes of every run of that file).
 
 A run is activated on the first call that needs it: from its ``RunSpec`` when it is new,
-else from its store (the caller sends where the run is stored with every call, so a host
-that Ray restarted, or one that unloaded the run, needs nothing else). Every activation
+else from its store. The host keeps where each run is stored (its ``Reload``) while it holds
+the run, loaded or unloaded; a host that Ray restarted holds nothing, answers a call
+``RunNotHeld``, and the caller sends it again with the ``Reload`` its handle keeps. Every activation
 raises the run's fencing epoch in the store, so an older activation of it can never commit
 again. A durable run idle for ``idle_unload_s`` is checkpointed and unloaded: it then costs
 the host a line in a table until its next call. A run that is not detached is closed when
@@ -41,10 +42,11 @@ from actors.orchestrator._actor import Hosting, OrchestratorActor
 from actors.orchestrator._recovery import stored_run_spec
 from actors.orchestrator.spec import RunSpec
 from cluster.connect import actor_was_restarted, ended_jobs, node_id
+from cluster.heap import freeze_startup_objects
 from cluster.semaphore import ClusterSemaphore
 from cluster.storage import WriterFenced, open_store
 
-__all__ = ["RunHostActor", "HostedRunRecord", "HostStatistics", "Reload", "TicketLost", "reload_of"]
+__all__ = ["RunHostActor", "HostedRunRecord", "HostStatistics", "Reload", "RunNotHeld", "TicketLost", "reload_of"]
 
 _log = logging.getLogger("soloist.host")
 # What a call may ask of a run: the orchestrator's remote surface, as a dedicated actor offers
@@ -66,9 +68,16 @@ class TicketLost(LookupError):
     caller sends that call again (writes carry request ids, so exactly-once)."""
 
 
+class RunNotHeld(OrchestratorClosed):
+    """The host does not hold the run and the call came without its ``Reload``. A caller that
+    has one sends the call again with it (the host then activates the run from its store);
+    for any other caller the run is closed."""
+
+
 class Reload(BaseModel):
-    """Where a durable run is stored: sent with every call to a hosted run, so its host can
-    activate it again (after unloading it, or after Ray restarted the host)."""
+    """Where a durable run is stored: sent when a hosted run is opened and again with a call
+    its host answered ``RunNotHeld``, so the host can activate it again (after unloading it,
+    or after Ray restarted the host)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -168,6 +177,7 @@ class RunHostActor:
         self._log = logging.LoggerAdapter(_log, {"component": "run-host", "host": name})
         if self._restarted:
             self._log.warning("host restarted: its durable runs are activated again from their stores on their next call")
+        freeze_startup_objects()
 
     # ------------------------------------------------------------------ runs
 
@@ -205,7 +215,7 @@ class RunHostActor:
         slot = self._slots.get(run)
         if slot is None:
             if reload is None:
-                raise OrchestratorClosed(
+                raise RunNotHeld(
                     f"orchestrator {run!r} is not running on host {self._name} (it was closed, or it had no store "
                     "and its host restarted)"
                 )

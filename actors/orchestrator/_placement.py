@@ -26,7 +26,7 @@ from typing import Any
 
 import ray
 
-from actors.orchestrator._host import Reload, RunHostActor, TicketLost, reload_of
+from actors.orchestrator._host import Reload, RunHostActor, RunNotHeld, TicketLost, reload_of
 from actors.orchestrator._placement_kind import Placement, placement_of, scheduling_strategy
 from actors.orchestrator.spec import RunSpec
 from cluster.connect import SOLOIST_NAMESPACE, wait_ref
@@ -138,12 +138,24 @@ class HostedActor:
         """Call the run's ``method`` from code on an event loop: the value, or the run's own
         error as itself (not wrapped by Ray); Ray's errors about the host as they are. Quick
         methods travel with the other calls this loop sends the same host in the same turn."""
+        try:
+            return await self._send(method, args, kwargs, None)
+        except RunNotHeld:
+            if self._reload is None:
+                raise
+        return await self._send(method, args, kwargs, self._reload)  # the host restarted: activate from the store
+
+    async def _send(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], reload: Reload | None) -> Any:
+        # Without the Reload while the host holds the run: Ray sends a call of plain values
+        # as msgpack, and pickles a pydantic model in it on its own, which costs each side
+        # tens of microseconds per call.
+        call = ("call", self._run, reload, method, args, kwargs)
         if method not in _BATCHED:
             try:
-                return await self.host().call_one.remote(("call", self._run, self._reload, method, args, kwargs))
+                return await self.host().call_one.remote(call)
             except ray.exceptions.RayTaskError as exc:
                 raise _cause(exc) from None
-        return await _batcher().submit(self, ("call", self._run, self._reload, method, args, kwargs))
+        return await _batcher().submit(self, call)
 
     def release(self) -> Any:
         """The run was closed: the host forgets it (an ``ObjectRef``)."""

@@ -39,6 +39,7 @@ import ray
 from ray.exceptions import ActorUnavailableError, RayActorError
 
 from cluster.connect import actor_was_restarted
+from cluster.heap import freeze_startup_objects
 from cluster.semaphore._lease_table import LeaseTable, Outcome
 from cluster.semaphore._scope import Detached, ScopeEntry, ScopeGone, ScopeKey
 
@@ -86,6 +87,7 @@ class SemaphoreService:
         if self._restarted:
             logger.warning("semaphore service %s restarted: its tables are rebuilt as calls name them",
                            name, extra=_LOG_EXTRA)
+        freeze_startup_objects()
 
     # ------------------------------------------------------------------ scopes
 
