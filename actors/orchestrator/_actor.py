@@ -44,7 +44,7 @@ from actors.orchestrator.changes import Change, ChangeKind
 from actors.orchestrator.spec import OrchestratorStatistics, RunDescription, RunSpec
 from cluster.connect import actor_was_restarted, cluster_address, node_id
 from cluster.heap import freeze_startup_objects
-from cluster.storage import RunLockedElsewhere, diff_states
+from cluster.storage import RunInfo, RunLockedElsewhere, diff_states
 from coordinators import AgentState, ContextSnapshot, StateTransition, reduce, shared_records
 
 __all__ = ["OrchestratorActor"]
@@ -118,7 +118,7 @@ class OrchestratorActor:
             self._activating: concurrent.futures.Future[int] | None = None
             try:
                 # Checked before claiming: taking a stored run up would supersede its writer.
-                if hosting is not None and hosting.creating and self._store.get_run(self._name) is not None:
+                if hosting is not None and hosting.creating and not self._own_creation(self._store.get_run(self._name)):
                     raise ValueError(
                         f"the store already holds a run named {self._name!r}; use Orchestrator.attach({self._name!r}, store=...) "
                         "to resume it"
@@ -575,6 +575,13 @@ class OrchestratorActor:
         activate = getattr(self._store, "activate_async", None)
         if activate is not None:
             self._activating = activate(self._name, holder=holder)  # awaited once the run is read
+
+    def _own_creation(self, stored: RunInfo | None) -> bool:
+        """Whether a new run may start over what the store holds under its name: nothing, or
+        this very creation, committed by an earlier attempt of the same open (its host was
+        killed before answering, and Ray or the driver sent the open again). The owner token
+        is a secret drawn for each new run: another run's creation never holds it."""
+        return stored is None or hmac.compare_digest(stored.owner_token, self._spec.token)
 
     def _check_token(self, token: str) -> None:
         if not hmac.compare_digest(str(token or ""), self._token):

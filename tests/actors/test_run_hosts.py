@@ -315,6 +315,40 @@ async def test_sigkill_of_the_hosts_mid_write_loses_no_acknowledged_write_across
         await asyncio.gather(*(r.close() for r in runs), return_exceptions=True)
 
 
+def _stored_runs(path: Path, prefix: str) -> list[str]:
+    try:
+        with sqlite3.connect(path) as conn:
+            return [n for (n,) in conn.execute("SELECT name FROM runs WHERE name LIKE ? ORDER BY name", (f"{prefix}-%",))]
+    except sqlite3.OperationalError:  # the store's tables are not created yet
+        return []
+
+
+async def test_opens_in_flight_when_their_host_is_sigkilled_each_start_their_run_exactly_once(tmp_path: Path) -> None:
+    # Ray sends a killed host's unanswered calls again (to its restarted process), and so
+    # does the driver for the calls of a batch the host had not answered: an open whose
+    # first attempt was already committed must start the run, not be refused as a taken name.
+    store = tmp_path / "runs.sqlite"
+    names = _names_on_one_host(301, "reopened")
+    first = await Orchestrator.open(Tally(), name=names[0], store=str(store))
+    pid = (await first.statistics()).pid
+    opens = asyncio.gather(*(Orchestrator.open(Tally(), name=n, store=str(store)) for n in names[1:]),
+                           return_exceptions=True)
+    await eventually(lambda: asyncio.to_thread(_stored_runs, store, "reopened"), lambda stored: len(stored) >= 40,
+                     "40 runs committed by their host")
+    os.kill(pid, signal.SIGKILL)
+    assert len(_stored_runs(store, "reopened")) < len(names)  # the kill came with opens still in flight
+    runs = [first]
+    try:
+        started = await asyncio.wait_for(opens, HANG_GUARD_S * 2)
+        runs += [r for r in started if isinstance(r, Orchestrator)]
+        assert [r for r in started if not isinstance(r, Orchestrator)] == []
+        assert _stored_runs(store, "reopened") == sorted(names)  # each run stored once
+        assert [await r.apply(bump) for r in runs] == [1] * len(names)  # each at version 0 before this write
+        assert (await runs[-1].statistics()).pid != pid
+    finally:
+        await asyncio.gather(*(r.close() for r in runs), return_exceptions=True)
+
+
 async def test_a_host_offers_only_a_runs_remote_methods_never_its_housekeeping() -> None:
     orch = Orchestrator(Tally(), name="housekeeping")
     host = ray.get_actor(run_host_name("housekeeping"), namespace=SOLOIST_NAMESPACE)
