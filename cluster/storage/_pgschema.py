@@ -49,7 +49,11 @@ CREATE TABLE IF NOT EXISTS activations(run TEXT PRIMARY KEY, epoch BIGINT NOT NU
                          since DOUBLE PRECISION NOT NULL);
 CREATE TABLE IF NOT EXISTS writer_claims(run TEXT PRIMARY KEY, holder TEXT NOT NULL, since DOUBLE PRECISION NOT NULL);
 """
-_MIGRATIONS = {1: _TABLES_V2}  # from version N to N+1
+# Schema 3 (as SQLite's): long metadata values stored once per store under their digest.
+_TABLES_V3 = """
+CREATE TABLE IF NOT EXISTS blobs(digest TEXT PRIMARY KEY, text TEXT NOT NULL);
+"""
+_MIGRATIONS = {1: _TABLES_V2, 2: _TABLES_V3}  # from version N to N+1
 _PERMANENT = ("authentication", "does not exist", "no pg_hba.conf entry", "permission denied")
 
 
@@ -107,7 +111,7 @@ def ensure_schema(conn: psycopg.Connection[Any], location: str) -> str:
             row = conn.execute("SELECT MAX(version) FROM soloist_schema").fetchone()
             found = row[0] if row else None
             if found is None:
-                conn.execute(_TABLES_V1 + _TABLES_V2)
+                conn.execute(_TABLES_V1 + _TABLES_V2 + _TABLES_V3)
                 conn.execute("INSERT INTO soloist_schema VALUES (%s)", (SCHEMA_VERSION,))
                 logger.info("created the soloist schema %d in %s (schema %s)", SCHEMA_VERSION, location, schema, extra=_LOG)
             elif found > SCHEMA_VERSION:

@@ -19,14 +19,17 @@ from .exceptions import (
     StoreWriteFailed,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 APPLICATION_ID = 0x736F6C6F  # "solo": marks the file as a soloist store
 _MAGIC = b"SQLite format 3\x00"
 _TABLES = ("runs", "checkpoints", "journal", "requests", "agents")
-_TABLES_SINCE = {"activations": 2}  # tables a newer schema added, opened files get them at open
+_TABLES_SINCE = {"activations": 2, "blobs": 3}  # tables a newer schema added, opened files get them at open
 # Schema 2: each run's fencing epoch. Every activation of a run (an orchestrator taking it
 # up) raises the epoch by one; writes of an older activation are refused from then on.
 _ACTIVATIONS = "CREATE TABLE IF NOT EXISTS activations(run TEXT PRIMARY KEY, epoch INTEGER NOT NULL, holder TEXT NOT NULL, since REAL NOT NULL);"
+# Schema 3: long metadata values (a run's pickled caller and state class) stored once per
+# store under their digest, however many runs share them; a run's row holds the digest.
+_BLOBS = "CREATE TABLE IF NOT EXISTS blobs(digest TEXT PRIMARY KEY, text TEXT NOT NULL);"
 _SCHEMA = f"""
 BEGIN IMMEDIATE;
 CREATE TABLE IF NOT EXISTS runs(name TEXT PRIMARY KEY, state_type TEXT NOT NULL, created_at REAL NOT NULL,
@@ -43,6 +46,7 @@ CREATE TABLE IF NOT EXISTS agents(run TEXT NOT NULL, agent_id TEXT NOT NULL, rec
                     updated_at REAL NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (run, agent_id));
 CREATE INDEX IF NOT EXISTS agents_by_seq ON agents(run, seq);
 {_ACTIVATIONS}
+{_BLOBS}
 PRAGMA application_id = {APPLICATION_ID};
 PRAGMA user_version = {SCHEMA_VERSION};
 COMMIT;
@@ -95,7 +99,10 @@ def open_writer(path: str, opener: Callable[..., sqlite3.Connection]) -> sqlite3
     return conn
 
 
-_MIGRATIONS = {1: f"BEGIN IMMEDIATE; {_ACTIVATIONS} PRAGMA user_version = 2; COMMIT;"}
+_MIGRATIONS = {
+    1: f"BEGIN IMMEDIATE; {_ACTIVATIONS} PRAGMA user_version = 2; COMMIT;",
+    2: f"BEGIN IMMEDIATE; {_BLOBS} PRAGMA user_version = 3; COMMIT;",
+}
 
 
 def _migrate(conn: sqlite3.Connection) -> None:

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from ._blobs import blob_digests, pack_metadata, unpack_metadata
 from ._single_writer import Claim, SingleWriter
 from ._writer import GroupCommitWriter, Mergeable
 from .base import (
@@ -88,6 +89,8 @@ class SqlStore(SingleWriter):
         self._claims: dict[str, Claim] = {}  # runs this store writes as their one writer
         self._brief: dict[str, Any] = {}  # runs locked for the current transaction (writer thread only)
         self._epochs: dict[str, int] = {}  # runs this store writes as their activation of that epoch
+        # digest -> text of blobs known to be stored (never deleted, never changed: safe to keep)
+        self._blobs: dict[str, str] = {}
         self._writer: GroupCommitWriter
 
     # -- what a database supplies -------------------------------------------------------
@@ -104,7 +107,8 @@ class SqlStore(SingleWriter):
     def create_run(self, info: RunInfo, initial_state: dict[str, Any]) -> None:
         """Durably store the run and its checkpoint at version 0; ``RunExists`` if present."""
         state = dump_json(initial_state, "initial state")
-        meta = dump_json(info.metadata, "run metadata")
+        packed, blobs = self._packed(info.metadata)
+        meta = dump_json(packed, "run metadata")
 
         def op(conn: Conn) -> None:
             self._fence(info.name, conn)
@@ -113,6 +117,7 @@ class SqlStore(SingleWriter):
                 if self._writer.retrying and tuple(found) == (info.owner_token, info.created_at):
                     return  # our own commit, whose acknowledgement the lost connection took
                 raise RunExists(path=self._file, run=info.name)
+            self._insert_blobs(conn, blobs)
             conn.execute(
                 "INSERT INTO runs VALUES (?, ?, ?, ?, ?)",
                 (info.name, info.state_type, info.created_at, info.owner_token, meta),
@@ -120,6 +125,7 @@ class SqlStore(SingleWriter):
             conn.execute("INSERT INTO checkpoints VALUES (?, 0, ?, ?)", (info.name, state, time.time()))
 
         self._writer.submit(op).result()
+        self._blobs.update(blobs)  # committed
 
     def append(self, run: str, entries: Sequence[JournalEntry]) -> concurrent.futures.Future[None]:
         """Enqueue entries; the future resolves once they are committed (see class docstring)."""
@@ -226,16 +232,19 @@ class SqlStore(SingleWriter):
         """Durably merge ``changes`` into the run's metadata; return the updated info."""
         dump_json(changes, "run metadata")
 
+        packed, blobs = self._packed(changes)
+
         def op(conn: Conn) -> RunInfo:
             self._fence(run, conn)
             self._require_run(conn, run)
             row = conn.execute("SELECT * FROM runs WHERE name = ?", (run,)).fetchone()
-            info = self._run_info(row)
-            merged = {**info.metadata, **changes}
-            conn.execute("UPDATE runs SET metadata = ? WHERE name = ?", (dump_json(merged, "run metadata"), run))
-            return info.model_copy(update={"metadata": merged})
+            stored = {**self._parse(row[4], f"metadata of run {run!r}"), **packed}
+            self._insert_blobs(conn, blobs)
+            conn.execute("UPDATE runs SET metadata = ? WHERE name = ?", (dump_json(stored, "run metadata"), run))
+            return self._run_info(row, conn, stored=stored, uncommitted=blobs)
 
         updated: RunInfo = self._writer.submit(op).result()
+        self._blobs.update(blobs)  # committed
         return updated
 
     def put_agent(self, run: str, agent_id: str, record: dict[str, Any]) -> AgentRecordRow:
@@ -261,13 +270,16 @@ class SqlStore(SingleWriter):
 
     def get_run(self, name: str) -> RunInfo | None:
         """The run's info, or None."""
-        row = self._query(lambda conn: conn.execute("SELECT * FROM runs WHERE name = ?", (name,)).fetchone())
-        return self._run_info(row) if row else None
+        def read(conn: Conn) -> RunInfo | None:
+            row = conn.execute("SELECT * FROM runs WHERE name = ?", (name,)).fetchone()
+            return self._run_info(row, conn) if row else None
+
+        return self._query(read)
 
     def list_runs(self) -> list[RunInfo]:
         """Every run, oldest first."""
-        rows = self._query(lambda conn: conn.execute("SELECT * FROM runs ORDER BY created_at, name").fetchall())
-        return [self._run_info(row) for row in rows]
+        return self._query(lambda conn: [self._run_info(row, conn) for row in conn.execute(
+            "SELECT * FROM runs ORDER BY created_at, name").fetchall()])
 
     def find_request(self, run: str, request_id: str) -> int | None:
         """The version committed with ``request_id`` (also after compaction), or None.
@@ -559,11 +571,44 @@ class SqlStore(SingleWriter):
         except ValueError as exc:  # pydantic rejected a row (e.g. unknown kind)
             raise StoreCorrupted(path=self._file, problem=f"bad journal row of run {run!r}: {exc}") from exc
 
-    def _run_info(self, row: tuple[Any, ...]) -> RunInfo:
-        """A ``runs`` row as a ``RunInfo``."""
+    def _run_info(
+        self, row: tuple[Any, ...], conn: Conn, *, stored: dict[str, Any] | None = None,
+        uncommitted: dict[str, str] | None = None,
+    ) -> RunInfo:
+        """A ``runs`` row as a ``RunInfo``, its metadata with every blob it refers to read back
+        through ``conn``. A read connection sees committed rows only, so what it reads is kept
+        for later; the writer's (``uncommitted``: the blobs of its own transaction) keeps nothing,
+        since its transaction may still be rolled back."""
         name, state_type, created_at, token, metadata = row
-        meta = self._parse(metadata, f"metadata of run {name!r}")
+        if stored is None:
+            stored = self._parse(metadata, f"metadata of run {name!r}")
+        known = dict(uncommitted or {})
+        for digest in blob_digests(stored):
+            if digest in known or digest in self._blobs:
+                continue
+            found = conn.execute("SELECT text FROM blobs WHERE digest = ?", (digest,)).fetchone()
+            if found is None:
+                raise StoreCorrupted(path=self._file, problem=f"metadata of run {name!r} refers to blob {digest}, which is missing")
+            known[digest] = found[0]
+        if uncommitted is None:
+            self._blobs.update(known)
+        meta = unpack_metadata(stored, lambda digest: known.get(digest) or self._blobs[digest])
         return RunInfo(name=name, state_type=state_type, created_at=created_at, owner_token=token, metadata=meta)
+
+    def _packed(self, metadata: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+        """``metadata`` as its row stores it (long values by digest), and the blobs of those
+        values this store has not committed yet."""
+        try:
+            packed, blobs = pack_metadata(metadata)
+        except ValueError as exc:
+            raise ValueError(f"{exc} (store {self._file})") from None
+        return packed, {d: t for d, t in blobs.items() if d not in self._blobs}
+
+    @staticmethod
+    def _insert_blobs(conn: Conn, blobs: dict[str, str]) -> None:
+        """Store each blob unless a row of its digest exists (the same text: it is content-addressed)."""
+        for digest, text in blobs.items():
+            conn.execute("INSERT INTO blobs VALUES (?, ?) ON CONFLICT (digest) DO NOTHING", (digest, text))
 
     def _agent_row(self, run: str, row: tuple[Any, ...]) -> AgentRecordRow:
         """An ``agents`` row as an ``AgentRecordRow``."""

@@ -67,6 +67,37 @@ def test_create_get_and_list_runs_round_trip(store: Any) -> None:
     assert (checkpoint.version, checkpoint.state, tail) == (0, {"x": 2}, [])
 
 
+def test_a_long_metadata_value_of_many_runs_is_stored_once_and_read_back_whole(store_location: StoreLocation) -> None:
+    # As a driver's runs carry one pickled caller: 16 KB each, the same text.
+    store = store_location.open()
+    caller = "c" * 16_000
+    for i in range(50):
+        store.create_run(info(f"r{i}").model_copy(update={"metadata": {"caller": caller, "k": i}}), {"n": 0})
+    note = "n" * 2_000
+    assert store.update_run_metadata("r7", {"status": "done", "note": note}).metadata == {
+        "caller": caller, "k": 7, "status": "done", "note": note}
+    reopened = store_location.open()  # nothing known in advance
+    assert [r.metadata for r in reopened.list_runs()] == [
+        {"caller": caller, "k": i, **({"status": "done", "note": note} if i == 7 else {})} for i in range(50)]
+    assert reopened.get_run("r3").metadata == {"caller": caller, "k": 3}
+    assert store_location.count("SELECT COUNT(*) FROM blobs") == 2  # the caller once, the note once
+    assert store_location.count("SELECT SUM(LENGTH(metadata)) FROM runs") < 50 * 200
+
+
+def test_metadata_shaped_like_a_stored_reference_is_refused_and_nothing_is_stored(store: Any) -> None:
+    with pytest.raises(ValueError, match=r"run metadata 'x': a value of the form \{'\$blob': \.\.\.\} is reserved"):
+        store.create_run(info("bad").model_copy(update={"metadata": {"x": {"$blob": "0" * 64}}}), {"n": 0})
+    assert store.get_run("bad") is None
+
+
+def test_a_run_whose_stored_caller_is_missing_fails_to_load_with_store_corrupted(store_location: StoreLocation) -> None:
+    store_location.open().create_run(info("r").model_copy(update={"metadata": {"caller": "c" * 4_000}}), {"n": 0})
+    with store_location.raw() as conn:
+        conn.execute("DELETE FROM blobs")
+    with pytest.raises(StoreCorrupted, match=r"metadata of run 'r' refers to blob [0-9a-f]{64}, which is missing"):
+        store_location.open().get_run("r")
+
+
 def test_last_versions_of_many_runs_match_what_load_ends_at_without_reading_payloads(
     store_location: StoreLocation, store: Any
 ) -> None:

@@ -96,6 +96,7 @@ def test_a_store_of_schema_1_is_migrated_in_place_and_keeps_its_runs(path: Path)
     first.close()
     with sqlite3.connect(path) as conn:  # as soloist before fencing wrote it
         conn.execute("DROP TABLE activations")
+        conn.execute("DROP TABLE blobs")
         conn.execute("PRAGMA user_version = 1")
 
     reopened = SqliteStore(path)
@@ -106,7 +107,7 @@ def test_a_store_of_schema_1_is_migrated_in_place_and_keeps_its_runs(path: Path)
     finally:
         reopened.close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
 
 
 def test_activations_racing_from_many_store_objects_each_get_their_own_epoch(store_location: StoreLocation) -> None:

@@ -60,6 +60,7 @@ def test_a_database_of_schema_1_is_migrated_in_place_and_keeps_its_runs(url: str
     with postgres_server.connect(url) as conn:  # as a soloist before fencing left it
         conn.execute("DROP TABLE activations")
         conn.execute("DROP TABLE writer_claims")
+        conn.execute("DROP TABLE blobs")
         conn.execute("UPDATE soloist_schema SET version = 1")
 
     reopened = PostgresStore(url)
@@ -103,7 +104,7 @@ def test_a_database_of_a_newer_schema_is_refused_and_left_untouched(url: str, po
     first.close()
     with postgres_server.connect(url) as conn:
         conn.execute("UPDATE soloist_schema SET version = 99")
-    with pytest.raises(SchemaTooNew, match=r"has schema version 99, .* supports schema version 2 .* upgrade soloist") as refused:
+    with pytest.raises(SchemaTooNew, match=r"has schema version 99, .* supports schema version 3 .* upgrade soloist") as refused:
         PostgresStore(url)
     assert refused.value.path == redact(url)
     with postgres_server.connect(url) as conn:

@@ -179,7 +179,7 @@ def test_file_from_a_newer_schema_raises_schema_too_new(tmp_path: Path) -> None:
     raw.commit()
     raw.close()
     before = digest(path)
-    with pytest.raises(SchemaTooNew, match=rf"{path} has schema version 99, .* supports schema version 2 .* upgrade soloist"):
+    with pytest.raises(SchemaTooNew, match=rf"{path} has schema version 99, .* supports schema version 3 .* upgrade soloist"):
         SqliteStore(path)
     assert digest(path) == before
 
