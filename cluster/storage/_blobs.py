@@ -1,10 +1,11 @@
 """Long metadata values stored once per store, however many runs carry them.
 
 Every run's metadata holds its pickled caller and state class: a skill registry pickled by
-value is about 16 KB, the same text for every run a driver starts with it. Stored inline, ten
-thousand runs wrote 160 MB of copies of it. A SQL store keeps each such value once, in
-``blobs`` under the SHA-256 of its text, and the run's row holds ``{"$blob": digest}``; reads
-give the value back, so ``RunInfo.metadata`` is the same either way.
+value is about 16 KB, the same text for every run a driver starts with it. Stored inline,
+1,050 such runs took 22.6 MB of SQLite file (0.6 MB with one copy). A SQL store keeps each
+such value once, in ``blobs`` under the SHA-256 of its text, and the run's row holds
+``{"$blob": digest}``; reads give the value back, so ``RunInfo.metadata`` is the same either
+way. Blobs are never deleted (``gc`` leaves them): one row per distinct caller.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ BLOB_MIN_CHARS = 1024  # a top-level string value at least this long is stored a
 _MARK = "$blob"
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=32)
 def _digest(text: str) -> str:
     # Cached: a driver's runs share one caller text object, hashed once instead of per run.
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
