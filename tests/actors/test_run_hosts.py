@@ -328,7 +328,7 @@ async def test_opens_in_flight_when_their_host_is_sigkilled_each_start_their_run
     # does the driver for the calls of a batch the host had not answered: an open whose
     # first attempt was already committed must start the run, not be refused as a taken name.
     store = tmp_path / "runs.sqlite"
-    names = _names_on_one_host(301, "reopened")
+    names = _names_on_one_host(201, "reopened")
     first = await Orchestrator.open(Tally(), name=names[0], store=str(store))
     pid = (await first.statistics()).pid
     opens = asyncio.gather(*(Orchestrator.open(Tally(), name=n, store=str(store)) for n in names[1:]),
