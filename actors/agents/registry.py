@@ -79,7 +79,10 @@ class AgentRegistry:
         caller: Any,
         log: logging.LoggerAdapter[logging.Logger] | logging.Logger,
         replica_factory: ReplicaFactory,
+        stored_records: bool = True,
     ) -> None:
+        """``stored_records``: False for a run just created, whose store holds no agent of it
+        (its records are not read)."""
         self._run = run
         self._store = store
         self._publish = publish  # appends an agent_state event to the run's change log
@@ -88,7 +91,7 @@ class AgentRegistry:
         self._replica_factory = replica_factory  # how a subagent is re-created
         self._log = log
         # agent_id -> the current agent; restored ones have no handle until first use.
-        self._agents: dict[str, ManagedAgent] = load_agent_records(store, run) if store is not None else {}
+        self._agents: dict[str, ManagedAgent] = load_agent_records(store, run) if store is not None and stored_records else {}
         # Serialises every change: store write and event happen in one order.
         self._lock = asyncio.Lock()
         # agent_id -> the in-flight re-creation, shared by concurrent first uses.

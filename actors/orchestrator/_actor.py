@@ -114,18 +114,22 @@ class OrchestratorActor:
         # was not restarted: it left memory on purpose).
         self._restarted = actor_was_restarted() if hosting is None else hosting.restarted and not hosting.creating
         self._epoch: int | None = None  # the run's fencing epoch as this activation took it
+        new_run = False  # known to be absent from the store: nothing of it to read back
         if self._store is not None:
             self._activating: concurrent.futures.Future[int] | None = None
             try:
                 # Checked before claiming: taking a stored run up would supersede its writer.
-                if hosting is not None and hosting.creating and not self._own_creation(self._store.get_run(self._name)):
-                    raise ValueError(
-                        f"the store already holds a run named {self._name!r}; use Orchestrator.attach({self._name!r}, store=...) "
-                        "to resume it"
-                    )
+                if hosting is not None and hosting.creating:
+                    stored = self._store.get_run(self._name)
+                    if not self._own_creation(stored):
+                        raise ValueError(
+                            f"the store already holds a run named {self._name!r}; use Orchestrator.attach({self._name!r}, store=...) "
+                            "to resume it"
+                        )
+                    new_run = stored is None
                 self._claim_run()
                 version, state, requests, changes, checkpoint_version = restore_or_create(
-                    self._store, spec, restarted=None if hosting is None else not hosting.creating)
+                    self._store, spec, restarted=None if hosting is None else not hosting.creating, new=new_run)
                 self._epoch = self._activating.result() if self._activating is not None else None
             except BaseException:
                 if self._activating is not None:
@@ -146,7 +150,7 @@ class OrchestratorActor:
         # loaded (and validated) now, their actors re-created lazily on first use.
         self._agents = AgentRegistry(
             self._name, store=self._store, publish=self._publish_agent, io=self._run_io, caller=spec.caller, log=self._log,
-            replica_factory=_replica_factory,
+            replica_factory=_replica_factory, stored_records=not new_run,
         )
         # version -> the store future of a staged (not yet durable) write; lets a retried
         # request id wait for durability instead of being acknowledged early (batch mode).

@@ -76,15 +76,17 @@ def _unpickled(text: str, what: str, store_path: str | None) -> Any:
         raise StoreCorrupted(path=store_path, problem=f"the stored {what} cannot be loaded ({type(exc).__name__}: {exc})") from exc
 
 
-def restore_or_create(store: Store, spec: RunSpec, *, restarted: bool | None = None) -> Replayed:
+def restore_or_create(store: Store, spec: RunSpec, *, restarted: bool | None = None, new: bool = False) -> Replayed:
     """Load the run from ``store`` (checkpoint + journal), or create it from ``spec.initial``.
 
     Returns the version, the state, the request ids seen since the checkpoint and the
     replayed changes (for subscribers). A restarted actor whose run is missing from the store
     is an error, never a silently fresh state. ``restarted`` (default: whether Ray restarted
-    this actor) says the run must already be stored.
+    this actor) says the run must already be stored. ``new``: the caller read the store and
+    found no such run; it is created without reading again (if another process created it
+    meanwhile, ``RunExists``).
     """
-    info = store.get_run(spec.name)
+    info = None if new else store.get_run(spec.name)
     if info is None:
         if actor_was_restarted() if restarted is None else restarted:
             raise StoreCorrupted(

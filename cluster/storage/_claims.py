@@ -39,13 +39,24 @@ def _lock_path(store_file: str, run: str) -> str:
     return os.path.join(f"{store_file}.locks", f"{readable}-{digest}.lock")
 
 
+_MADE: set[str] = set()  # lock directories this process made or found (a host opens thousands of runs)
+
+
 def _open(store_file: str, run: str) -> int | None:
     """The run's lock file, opened (and created); None when its directory cannot be written
     (then SQLite cannot write the store either: a WAL store writes beside its file)."""
     path = _lock_path(store_file, run)
+    directory = os.path.dirname(path)
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        if directory not in _MADE:
+            os.makedirs(directory, exist_ok=True)
+            _MADE.add(directory)
+        try:
+            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except FileNotFoundError:  # the directory was removed since: make it again
+            _MADE.discard(directory)
+            os.makedirs(directory, exist_ok=True)
+            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError as exc:
         if exc.errno in _UNLOCKABLE:
             logger.warning("cannot create the writer lock of run %r beside %s (%s); the store is read-only here",
