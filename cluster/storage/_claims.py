@@ -20,6 +20,7 @@ import os
 import re
 import socket
 import time
+from functools import lru_cache
 from typing import Any
 
 from .exceptions import RunLockedElsewhere
@@ -39,23 +40,23 @@ def _lock_path(store_file: str, run: str) -> str:
     return os.path.join(f"{store_file}.locks", f"{readable}-{digest}.lock")
 
 
-_MADE: set[str] = set()  # lock directories this process made or found (a host opens thousands of runs)
+@lru_cache(maxsize=64)
+def _lock_directory(directory: str) -> None:
+    """Make ``directory`` if missing, once per process (a host opens thousands of runs)."""
+    os.makedirs(directory, exist_ok=True)
 
 
 def _open(store_file: str, run: str) -> int | None:
     """The run's lock file, opened (and created); None when its directory cannot be written
     (then SQLite cannot write the store either: a WAL store writes beside its file)."""
     path = _lock_path(store_file, run)
-    directory = os.path.dirname(path)
     try:
-        if directory not in _MADE:
-            os.makedirs(directory, exist_ok=True)
-            _MADE.add(directory)
+        _lock_directory(os.path.dirname(path))
         try:
             return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         except FileNotFoundError:  # the directory was removed since: make it again
-            _MADE.discard(directory)
-            os.makedirs(directory, exist_ok=True)
+            _lock_directory.cache_clear()
+            _lock_directory(os.path.dirname(path))
             return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError as exc:
         if exc.errno in _UNLOCKABLE:
