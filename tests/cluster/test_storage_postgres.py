@@ -361,3 +361,47 @@ def test_compaction_vacuums_so_a_run_with_retention_reuses_the_space_it_freed(ur
             assert journal_stats()[1] == freed_size, "the new rows did not reuse the compacted rows' space"
     finally:
         store.close()
+
+
+def test_an_appends_request_id_check_reads_one_index_entry_per_id_however_long_the_run_is(
+    url: str, postgres_server: PostgresServer
+) -> None:
+    """Counted by the server (``pg_stat_user_tables`` of ``requests``): after 20,000 entries in
+    a fresh store (no statistics yet, as in a new deployment's first minute), each append of 64
+    entries reads a handful of entries of ``requests`` (of its indexes or its table), not every
+    request of the run. A
+    join with the array of ids let the planner scan the whole run per append (20,000 and more
+    index entries each), a cost growing with the run.
+
+    The server publishes a session's counts at most once a second, so appends go on until the
+    counts show at least five of them."""
+    store = PostgresStore(url)
+    try:
+        store.create_run(_info(), {})
+        store.append("run", [_entry(v) for v in range(1, 20_001)]).result()
+        with postgres_server.connect(url) as conn:
+            def counts() -> tuple[int, int]:
+                conn.execute("SELECT pg_stat_clear_snapshot()")
+                inserted, read = conn.execute(
+                    "SELECT n_tup_ins, seq_tup_read + (SELECT COALESCE(SUM(idx_tup_read), 0) FROM pg_stat_user_indexes "
+                    "WHERE relid = 'requests'::regclass) FROM pg_stat_user_tables WHERE relid = 'requests'::regclass"
+                ).fetchone()
+                return int(inserted), int(read)
+
+            version = 20_000
+            deadline = time.monotonic() + HANG_GUARD_S
+            while (before := counts())[0] < 20_000:  # the big append's counts are published
+                assert time.monotonic() < deadline, "the server never published the first append's counts"
+                version += 1
+                store.append("run", [_entry(version)]).result()  # the session's next transaction publishes them
+                time.sleep(0.05)
+            while (after := counts())[0] < before[0] + 5 * 64:
+                assert time.monotonic() < deadline, "the server never published the appends' counts"
+                store.append("run", [_entry(v) for v in range(version + 1, version + 65)]).result()
+                version += 64
+                time.sleep(0.05)
+    finally:
+        store.close()
+    appends = (after[0] - before[0]) / 64
+    read_per_append = (after[1] - before[1]) / appends
+    assert read_per_append < 200, f"each append read {read_per_append:.0f} entries of requests"
