@@ -200,10 +200,12 @@ class PostgresStore(SqlStore):
     def _insert_entries(self, conn: Any, run: str, entries: list[Any], rows: list[tuple[Any, ...]]) -> None:
         """Journal rows and request ids in ONE statement, the rows as ONE JSON parameter: one
         round trip per append, and one C-encoded string where five arrays took psycopg about
-        14 us a row to adapt (a third of the writer's time)."""
+        14 us a row to adapt (a third of the writer's time). Read as ``jsonb``: parsed once,
+        where ``json`` parsed each element again for each of its five fields (the server's CPU
+        per entry 13.5-14.6 us against 20.8-22.4)."""
         conn.execute(
             "WITH entries AS (SELECT (e->>0)::bigint AS version, e->>1 AS request_id, e->>2 AS kind, e->>3 AS payload, "
-            "(e->>4)::float8 AS created_at FROM json_array_elements(?::json) AS e), "
+            "(e->>4)::float8 AS created_at FROM jsonb_array_elements(?::jsonb) AS e), "
             "journalled AS (INSERT INTO journal SELECT ?, version, request_id, kind, payload, created_at FROM entries) "
             "INSERT INTO requests SELECT ?, request_id, version FROM entries",
             (_ROWS_JSON.encode([row[1:] for row in rows]), run, run),

@@ -13,6 +13,7 @@ import pytest
 
 from cluster.storage import (
     DuplicateRequest,
+    JournalEntry,
     JournalGap,
     MemoryStore,
     PostgresStore,
@@ -148,6 +149,26 @@ def test_append_resolves_once_durable_and_load_returns_entries_in_order(store: A
     assert tail[0].payload == [{"transition_type": "update_state", "v": 1}]
     assert store.find_request("run", "req-2") == 2
     assert store.find_request("run", "nope") is None
+
+
+def test_entries_read_back_exactly_whatever_their_text_and_numbers(store: Any) -> None:
+    """Payloads, request ids and times come back as written: escapes, quotes, backslashes,
+    text outside ASCII, an escaped NUL, integers beyond 64 bits, floats to the last digit."""
+    store.create_run(info(), {"n": 0})
+    payloads: list[Any] = [
+        {"text": 'line\nnext\ttab "quoted" back\\slash \\u0041 not an escape', "nul": "a\u0000b"},
+        {"é": "ünïcödé ✓ 漢字 🙂", "big": 2**70, "neg": -(2**63), "pi": 3.141592653589793, "tiny": 5e-324},
+        ["\"", "\\", "/", "\b\f\r", {"nested": [None, True, False, 1.5e300]}],
+    ]
+    times = [1_765_098_123.123_456_7, 0.1 + 0.2, 1e-7]
+    written = [
+        JournalEntry(version=v, request_id=rid, kind="fn", payload=p, created_at=t)
+        for v, rid, p, t in zip((1, 2, 3), ("ünï-1", "tab\tid", 'q"uote'), payloads, times)
+    ]
+    store.append("run", written).result()
+    _, tail = store.load("run")
+    assert tail == written
+    assert store.find_requests("run", ["ünï-1", "tab\tid", 'q"uote']) == {"ünï-1": 1, "tab\tid": 2, 'q"uote': 3}
 
 
 @pytest.mark.parametrize("writer", WRITERS)
