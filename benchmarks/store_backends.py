@@ -6,7 +6,10 @@ Per store (a SQLite file in a temporary directory; a PostgreSQL schema of its ow
   characters set as the turn's last message, so each journal entry is the diff of about 330
   characters), ``durable_apply_calls`` submitted at once and awaited together, with ``batch``
   and with ``sync`` durability, against the same calls to the same run without a store; every
-  variant is timed once a round, the order rotating round by round.
+  variant is timed once a round, the order rotating round by round. Also a ``batch`` run of
+  each store that applied 1,500 turns (past its first checkpoint), was closed and attached
+  again, against the new ``batch`` run of that store in the same rounds: a run taken up
+  again must not pay a store read per group of writes for request ids it could hold.
 - **store size after a 500-turn run**: an ``AgentState`` run (``sync``, checkpoints every
   1,000 versions and the default retention) appends one message of about 400 characters a
   turn through the orchestrator, as LangGraph's figure does; then the run is closed and the
@@ -59,6 +62,7 @@ SIZE_GOAL_BYTES = 5_000_000  # <= 5 MB after 500 turns of messages
 RECOVERY_BUDGET_S = 2.0  # a 100,000-change run recovers within 2 s
 STORES = ("sqlite", "postgres")
 _CHUNK = 1_000  # applies in flight while a recovery run is built
+_AGAIN_APPLIES = 1_500  # a run taken up again: past its first checkpoint (every 1,000 versions)
 _TURN_TEXT = "x" * 300
 _MESSAGE_TEXT = "y" * 400
 
@@ -135,6 +139,14 @@ async def _throughput(ctx: BenchContext, server: PostgresServer, tmp: str) -> di
         factories.append(lambda p=place, d=d, k=kind: Orchestrator(Turns(), name=run_name(f"{k}-{d}"), store=p.location,
                                                                      durability=d))
     runs = dict(zip(keys, await start_runs(*factories)))
+    try:
+        for kind in STORES:  # a run past its first checkpoint, closed and taken up again
+            runs[f"{kind} batch, taken up again"] = await _taken_up_again(places[(kind, "batch")])
+    except BaseException:
+        for orch in runs.values():
+            await close_run(orch)
+        raise
+    keys = list(runs)
     rates: dict[str, list[float]] = {k: [] for k in keys}
     try:
         for orch in runs.values():
@@ -151,6 +163,18 @@ async def _throughput(ctx: BenchContext, server: PostgresServer, tmp: str) -> di
         for orch in runs.values():
             await close_run(orch)
     return rates
+
+
+async def _taken_up_again(place: _Store) -> Orchestrator[Any]:
+    """A ``batch`` run of ``place`` that applied ``_AGAIN_APPLIES`` turns (past its first
+    checkpoint: its oldest request ids are in the store only), closed and attached again."""
+    name = run_name(f"{place.kind}-again")
+    first = await asyncio.to_thread(lambda: Orchestrator(Turns(), name=name, store=place.location, durability="batch"))
+    try:
+        await _pipelined(_AGAIN_APPLIES, lambda: first.apply(_turn))
+    finally:
+        await close_run(first)
+    return await asyncio.to_thread(Orchestrator.attach, name, store=place.location, durability="batch")
 
 
 async def _turns_size(place: _Store, turns: int) -> tuple[int, int]:
@@ -245,6 +269,14 @@ async def run(ctx: BenchContext) -> MeasureResult:
                         unit="ops/s", better="higher", target=target,
                         params={"calls": cfg.durable_apply_calls, "store": kind, "durability": durability},
                     ))
+                figures.append(Figure(
+                    measure=NAME, name=f"{kind}: apply, batch durability, a run taken up again",
+                    values=rates[f"{kind} batch, taken up again"], baselines=rates[f"{kind} batch"],
+                    baseline_name="the same applies to a new run of the same store, same rounds",
+                    unit="ops/s", better="higher",
+                    params={"calls": cfg.durable_apply_calls, "store": kind, "durability": "batch",
+                            "applied_before": _AGAIN_APPLIES},
+                ))
             med = {k: _median(v) for k, v in rates.items()}
             notes.append("applies per second (median of rounds): " + ", ".join(f"{k} {v:,.0f}" for k, v in med.items())
                          + f"; {cfg.durable_apply_calls:,} applies in flight, each a turn (~330-character diff)")

@@ -142,8 +142,15 @@ class OrchestratorActor:
                 self._remember(request_id, v)
             # Every version's request id is in memory (a new run, or a journal replayed from
             # version 1): a request id not in memory was never committed, and checking it
-            # needs no store read. Otherwise older ids live only in the store.
+            # needs no store read. Otherwise older ids live only in the store: read them all
+            # now when they fit in memory (a run with retention keeps a bounded number), so
+            # that a run taken up again does not ask the store for every group of writes.
             self._requests_complete = len(self._requests) == version
+            if not self._requests_complete:
+                stored_ids = self._store.all_requests(self._name, at_most=_REQUEST_MEMORY)
+                if stored_ids is not None:
+                    self._requests = collections.OrderedDict(sorted(stored_ids.items(), key=lambda item: item[1]))
+                    self._requests_complete = True
             for change in changes:
                 self._log_of_changes.append(change)
         # The run's managed agents (subagent and coordinator actors); stored records are

@@ -308,6 +308,31 @@ class SqlStore(SingleWriter):
         found.update((request_id, int(version)) for request_id, version in self._query(read))
         return found
 
+    def all_requests(self, run: str, *, at_most: int) -> dict[str, int] | None:
+        """Every request id stored for the run when there are at most ``at_most`` (one read;
+        the oldest and newest version first, by the index: a run holding more is not read).
+
+        Exit mode: entries kept in memory count too, and nothing is flushed."""
+        with self._lock:
+            pending = [(e.request_id, e.version) for pending_run, entries, _rows in self._pending if pending_run == run
+                       for e in entries]
+
+        def read(conn: Conn) -> list[tuple[str, int]] | None:
+            self._require_run(conn, run)
+            lowest, highest = conn.execute("SELECT MIN(version), MAX(version) FROM requests WHERE run = ?", (run,)).fetchone()
+            if lowest is not None and int(highest) - int(lowest) + 1 + len(pending) > at_most:
+                return None  # one id per version, from the oldest kept to the last
+            rows: list[tuple[str, int]] = conn.execute(
+                "SELECT request_id, version FROM requests WHERE run = ?", (run,)).fetchall()
+            return rows
+
+        rows = self._query(read, snapshot=True)
+        if rows is None:
+            return None
+        found = {request_id: int(version) for request_id, version in rows}
+        found.update(pending)
+        return found
+
     def last_versions(self, runs: Sequence[str]) -> dict[str, int]:
         """The last committed version of each of ``runs`` that is stored (absent names are left
         out), in one read of a few index seeks per run: what ``load`` would end at, without

@@ -135,6 +135,13 @@ class Store(Protocol):
         """``find_request`` of many ids at once: the ids that were committed, with their versions."""
         ...
 
+    def all_requests(self, run: str, *, at_most: int) -> dict[str, int] | None:
+        """Every request id the store holds for the run, with its version, when it holds at
+        most ``at_most`` of them; None when it holds more. A caller that keeps these in memory
+        knows any other id was never committed (or was compacted away: then the store could
+        not tell either) without asking the store."""
+        ...
+
     def load(self, run: str) -> tuple[Checkpoint, list[JournalEntry]]:
         """The latest checkpoint and every later journal entry, in order; ``JournalGap`` on a hole."""
         ...

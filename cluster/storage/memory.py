@@ -120,6 +120,12 @@ class MemoryStore:
             requests = self._run(run).requests
             return {r: requests[r] for r in request_ids if r in requests}
 
+    def all_requests(self, run: str, *, at_most: int) -> dict[str, int] | None:
+        """Every request id stored for the run, when there are at most ``at_most``."""
+        with self._lock:
+            requests = self._run(run).requests
+            return dict(requests) if len(requests) <= at_most else None
+
     def load(self, run: str) -> tuple[Checkpoint, list[JournalEntry]]:
         """The latest checkpoint and every later journal entry, in order."""
         with self._lock:

@@ -80,14 +80,19 @@ async def test_request_id_must_be_a_non_empty_string() -> None:
         await orch.close()
 
 
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 @pytest.mark.parametrize("checkpoint_every", [0, 3])
-async def test_retried_request_id_is_found_in_the_store_after_close_and_attach(tmp_path: Path, checkpoint_every: int) -> None:
-    path = tmp_path / "s.db"
-    orch = Orchestrator(Counter(), name=f"ids-{checkpoint_every}", store=path, checkpoint_every=checkpoint_every)
+async def test_retried_request_id_is_found_in_the_store_after_close_and_attach(
+    tmp_path: Path, checkpoint_every: int, kind: str, request: pytest.FixtureRequest
+) -> None:
+    path = tmp_path / "s.db" if kind == "sqlite" else request.getfixturevalue("pg_url")
+    name = f"ids-{checkpoint_every}-{kind}"
+    orch = Orchestrator(Counter(), name=name, store=path, checkpoint_every=checkpoint_every)
     recorded = {f"r{i}": await orch.apply(inc, request_id=f"r{i}") for i in range(8)}
     await orch.close()
-    # With checkpoints the early ids were compacted out of the journal; the store still knows them.
-    again = Orchestrator.attach(f"ids-{checkpoint_every}", store=path)
+    # With checkpoints the early ids were compacted out of the journal; the store still knows
+    # them, and the run taken up again holds them all in memory.
+    again = Orchestrator.attach(name, store=path)
     try:
         assert [await again.apply(inc, request_id=rid) for rid in recorded] == list(recorded.values())
         assert (await again.snapshot()).count == 8 and await again.version() == 8

@@ -35,9 +35,10 @@ _EXPECTED_FIGURES = {
     "peer_langgraph": 4,  # LangGraph vs ideal; sleeping, no-op and CPU-bound fan-outs
     "memory": 2,
     "recovery": 5,  # two journal sizes, without and with checkpoints, and the budget figure
-    # per store (SQLite, PostgreSQL): batch and sync vs no store, size after the turns, size
-    # with vs without retention, recovery vs a one-change run and vs the budget
-    "store_backends": 12,
+    # per store (SQLite, PostgreSQL): batch and sync vs no store, a run taken up again vs a
+    # new one, size after the turns, size with vs without retention, recovery vs a one-change
+    # run and vs the budget
+    "store_backends": 14,
     "observability_cost": 3,
     "multi_driver": 2,
     "scaling_runs": 2,

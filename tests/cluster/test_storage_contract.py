@@ -270,6 +270,28 @@ def test_compact_keeps_the_last_two_checkpoints_and_load_is_checkpoint_plus_tail
     assert [e.version for e in tail] == [5]
 
 
+def test_all_requests_are_every_stored_id_or_none_when_there_are_more_than_asked(store_location: StoreLocation) -> None:
+    """What an orchestrator taken up again keeps in memory instead of asking the store for
+    each group of writes: every id the store holds (those compaction deleted are gone from
+    both), entries kept in memory by exit mode included; None past ``at_most``."""
+    store = store_location.open()
+    store.create_run(info(), {"n": 0})
+    store.append("run", [entry(v) for v in range(1, 7)]).result()
+    assert store.all_requests("run", at_most=6) == {f"req-{v}": v for v in range(1, 7)}
+    assert store.all_requests("run", at_most=5) is None
+    store.put_checkpoint("run", 4, {"n": 4})
+    store.compact("run", keep_from=4)  # the retention window: the ids of versions 1-3 go
+    assert store.all_requests("run", at_most=3) == {"req-4": 4, "req-5": 5, "req-6": 6}
+    with pytest.raises(RunNotFound):
+        store.all_requests("nope", at_most=10)
+    store.close()
+    kept = store_location.open(durability="exit")
+    kept.append("run", [entry(7)])  # in memory until flushed
+    assert kept.all_requests("run", at_most=4) == {"req-4": 4, "req-5": 5, "req-6": 6, "req-7": 7}
+    assert kept.all_requests("run", at_most=3) is None
+    kept.close()
+
+
 def test_checkpoint_ahead_of_the_journal_raises_journal_gap(store: Any) -> None:
     store.create_run(info(), {})
     with pytest.raises(JournalGap, match="checkpoint at version 3 but the journal ends at 0"):

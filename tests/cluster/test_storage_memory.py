@@ -73,6 +73,16 @@ def test_journal_checkpoint_compact_round_trip(store: Store) -> None:
     assert store.find_request("run", "q1") == 1
 
 
+def test_all_requests_are_every_stored_id_or_none_when_there_are_more_than_asked(store: Store) -> None:
+    store.create_run(info(), {})
+    store.append("run", [entry(1), entry(2), entry(3)]).result()
+    assert store.all_requests("run", at_most=3) == {"q1": 1, "q2": 2, "q3": 3}
+    assert store.all_requests("run", at_most=2) is None
+    store.put_checkpoint("run", 2, {"n": 2})
+    store.compact("run", keep_from=2)
+    assert store.all_requests("run", at_most=2) == {"q2": 2, "q3": 3}
+
+
 def test_gaps_duplicates_and_unknown_runs_fail_the_future(store: Store) -> None:
     store.create_run(info(), {})
     store.append("run", [entry(1)]).result()
