@@ -108,6 +108,11 @@ class OrchestratorActor:
         self._closed = False
         self._checkpoint_task: asyncio.Task[None] | None = None
         self._last_checkpoint = 0
+        # Checkpoints this activation knows are stored (the one it was restored from on; the
+        # I/O thread's, see _compact), and the version below which compaction left no request
+        # id in the store: evicting an id below it from _requests keeps them complete.
+        self._checkpoints_known: list[int] = [0]
+        self._requests_gone_below = 0
         self._stats: dict[str, int] = collections.Counter()
         self._store = spec.open_store() if hosting is None else hosting.store
         # A hosted run counts as restarted when its host was (an unloaded run that comes back
@@ -138,6 +143,7 @@ class OrchestratorActor:
                 raise
             self._committed = self._head = (version, state)
             self._last_checkpoint = checkpoint_version
+            self._checkpoints_known = [checkpoint_version]
             for request_id, v in requests:
                 self._remember(request_id, v)
             # Every version's request id is in memory (a new run, or a journal replayed from
@@ -542,15 +548,24 @@ class OrchestratorActor:
         version, state = self._committed
         if version > self._last_checkpoint and self._spec.checkpoint_every:
             self._store.put_checkpoint(self._name, version, state.model_dump(mode="json"))
+            self._checkpoints_known.append(version)
             self._compact(version)
             self._last_checkpoint = version
 
-    def _compact(self, version: int) -> None:
-        """Drop what the retention window no longer needs (on the I/O thread)."""
-
+    def _compact(self, version: int) -> int:
+        """Drop what the retention window no longer needs (on the I/O thread). Returns a version
+        below which the store now holds no request id (0 when it keeps them all)."""
         floor = retention_floor(self._store, self._name, version, self._spec.keep_versions, self._spec.keep_days)
-        if floor is not None:
-            self._store.compact(self._name, keep_from=floor)
+        if floor is None:
+            return 0
+        self._store.compact(self._name, keep_from=floor)
+        # The store kept everything from its newest checkpoint at or before the floor. This
+        # activation knows every checkpoint from the one it was restored from on, so the newest
+        # of those at or before the floor is that checkpoint or an older one: request ids below
+        # it are gone.
+        gone_below = max((c for c in self._checkpoints_known if c <= floor), default=0)
+        self._checkpoints_known = [c for c in self._checkpoints_known if c >= gone_below]
+        return gone_below
 
     # --------------------------------------------------------------- internals
 
@@ -642,8 +657,9 @@ class OrchestratorActor:
     def _remember(self, request_id: str, version: int) -> None:
         self._requests[request_id] = version
         if len(self._requests) > _REQUEST_MEMORY:
-            self._requests.popitem(last=False)
-            self._requests_complete = False  # the oldest ids are in the store only from now on
+            _, evicted = self._requests.popitem(last=False)
+            if evicted >= self._requests_gone_below:
+                self._requests_complete = False  # the oldest ids are in the store only from now on
 
     def _stage(
         self,
@@ -723,15 +739,18 @@ class OrchestratorActor:
         self._last_checkpoint = version
         store, name = self._store, self._name
 
-        def write() -> None:
+        def write() -> int:
             store.put_checkpoint(name, version, state.model_dump(mode="json"))
-            self._compact(version)
+            self._checkpoints_known.append(version)  # the I/O thread's (one checkpoint at a time)
+            return self._compact(version)
 
         async def run() -> None:
             try:
-                await asyncio.get_running_loop().run_in_executor(self._io_executor, write)
+                gone_below = await asyncio.get_running_loop().run_in_executor(self._io_executor, write)
             except Exception:  # the journal still holds everything; recovery just replays more
                 self._log.exception("checkpoint at version %d failed; recovery will replay the journal instead", version)
+            else:
+                self._requests_gone_below = max(self._requests_gone_below, gone_below)
 
         self._checkpoint_task = asyncio.get_running_loop().create_task(run())
 
