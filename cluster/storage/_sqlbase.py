@@ -33,6 +33,7 @@ from .base import (
     check_entries,
     check_tail,
     dump_json,
+    payload_text,
 )
 from .exceptions import (
     JournalGap,
@@ -131,7 +132,7 @@ class SqlStore(SingleWriter):
         """Enqueue entries; the future resolves once they are committed (see class docstring)."""
         entries = list(entries)
         rows = [
-            (run, e.version, e.request_id, e.kind, dump_json(e.payload, f"payload of version {e.version}"), e.created_at)
+            (run, e.version, e.request_id, e.kind, payload_text(e), e.created_at)
             for e in entries
         ]
         if self.durability == "exit":

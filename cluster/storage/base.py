@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from .exceptions import DuplicateRequest, JournalGap
@@ -203,6 +204,27 @@ def dump_json(value: Any, what: str) -> str:
         return _COMPACT.encode(value)  # one encoder: json.dumps would build one per call
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{what} is not JSON-clean: {exc}") from exc
+
+
+def dump_json_values(value: Any, what: str | Callable[[], str]) -> str:
+    """:func:`dump_json` of a value made of JSON values only (dicts with ``str`` keys, lists,
+    ``str``, ``int``, ``float``, ``bool``, ``None``: what ``model_dump(mode="json")`` makes),
+    encoded by orjson in a tenth of the time. Where orjson's text could mean something else
+    (it writes NaN and the infinities as ``null``) or it refuses (integers past 64 bits,
+    unpaired surrogates, other keys), the value takes :func:`dump_json`'s path, which
+    refuses what is not JSON-clean. ``what`` may be a function: it is only called then."""
+    try:
+        data = orjson.dumps(value)
+    except TypeError:  # orjson.JSONEncodeError is one
+        data = None
+    if data is None or b"null" in data:  # a null may have been a NaN: let the stdlib decide
+        return dump_json(value, what if isinstance(what, str) else what())
+    return data.decode()
+
+
+def payload_text(entry: JournalEntry) -> str:
+    """The stored text of a journal entry's payload (:func:`dump_json_values`)."""
+    return dump_json_values(entry.payload, lambda: f"payload of version {entry.version}")
 
 
 def check_entries(

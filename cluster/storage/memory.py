@@ -25,6 +25,7 @@ from .base import (
     check_entries,
     check_tail,
     dump_json,
+    payload_text,
 )
 from .exceptions import MEMORY_PATH, JournalGap, RunExists, RunNotFound, StoreClosed, StoreError, VersionCompacted
 
@@ -86,7 +87,7 @@ class MemoryStore:
         """Add entries at once; the returned future is already resolved or failed."""
         future: concurrent.futures.Future[None] = concurrent.futures.Future()
         rows = [
-            (e.version, e.request_id, e.kind, dump_json(e.payload, f"payload of version {e.version}"), e.created_at)
+            (e.version, e.request_id, e.kind, payload_text(e), e.created_at)
             for e in entries
         ]
         try:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures
-import json
 import logging
+import math
 import os
 import threading
 import time
@@ -23,6 +23,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, TypeVar
 
+import orjson
 import psycopg
 import psycopg_pool
 from psycopg.conninfo import conninfo_to_dict
@@ -32,7 +33,7 @@ from ._pgschema import advisory_key, connect, connection_lost, ensure_schema
 from ._sqlbase import SqlStore
 from ._url import redact
 from ._writer import GroupCommitWriter
-from .base import Durability, StoreHealth
+from .base import Durability, StoreHealth, dump_json
 from .exceptions import RunLockedElsewhere, StoreClosed, StoreError, StoreUnreachable, StoreWriteFailed
 
 __all__ = ["PostgresStore"]
@@ -54,7 +55,20 @@ _VACUUM_EVERY_S = 1.0  # after compactions: the vacuums of one store, at most th
 # 19,200 rows, more than its inserts). Parameters: the run, then the array of ids.
 _PROBE = ("SELECT ids.id, (SELECT r.version FROM requests r WHERE r.run = ? AND r.request_id = ids.id) AS version "
           "FROM unnest(?::text[]) AS ids(id)")
-_ROWS_JSON = json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+
+
+def _rows_json(rows: list[tuple[Any, ...]]) -> str:
+    """The JSON array of an append's rows without their run: ``[version, request_id, kind,
+    payload text, created_at]`` each. orjson encodes it in a tenth of the stdlib's time; its
+    only other reading of these values is a NaN or an infinite ``created_at`` as ``null``,
+    so those (and what orjson refuses: unpaired surrogates) take the stdlib's path."""
+    values = [row[1:] for row in rows]
+    if all(math.isfinite(row[5]) for row in rows):
+        try:
+            return orjson.dumps(values).decode()
+        except TypeError:  # orjson.JSONEncodeError is one
+            pass
+    return dump_json(values, "journal rows")
 
 
 @lru_cache(maxsize=512)
@@ -208,7 +222,7 @@ class PostgresStore(SqlStore):
             "(e->>4)::float8 AS created_at FROM jsonb_array_elements(?::jsonb) AS e), "
             "journalled AS (INSERT INTO journal SELECT ?, version, request_id, kind, payload, created_at FROM entries) "
             "INSERT INTO requests SELECT ?, request_id, version FROM entries",
-            (_ROWS_JSON.encode([row[1:] for row in rows]), run, run),
+            (_rows_json(rows), run, run),
         )
 
     def health(self) -> StoreHealth:

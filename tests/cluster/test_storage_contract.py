@@ -213,6 +213,18 @@ def test_non_json_payload_is_rejected_before_anything_is_queued(store: Any) -> N
         store.append("run", [entry(1, payload={"x": object()})])
 
 
+@pytest.mark.parametrize("number", [float("nan"), float("inf"), float("-inf")], ids=["nan", "inf", "-inf"])
+def test_a_payload_holding_a_non_finite_number_is_rejected_and_the_journal_is_unchanged(store: Any, number: float) -> None:
+    # JSON has no NaN or infinity: written as null it would read back as something else.
+    store.create_run(info(), {})
+    store.append("run", [entry(1)]).result()
+    with pytest.raises(ValueError, match="payload of version 2 is not JSON-clean"):
+        store.append("run", [entry(2, payload={"ok": None, "deep": [1, {"x": number}]})])
+    assert [e.version for e in store.load("run")[1]] == [1]
+    store.append("run", [entry(2)]).result()  # the run goes on at the version that was refused
+    assert [e.version for e in store.load("run")[1]] == [1, 2]
+
+
 @pytest.mark.parametrize("writer", WRITERS)
 def test_failing_append_in_a_group_does_not_fail_its_neighbours(store: Any, writer: str) -> None:
     store.create_run(info("a"), {})
