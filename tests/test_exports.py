@@ -157,9 +157,10 @@ def test_all_is_exactly_the_listed_public_names(package):
 @pytest.mark.parametrize("package", sorted(PUBLIC_MODULES))
 def test_all_lists_exactly_the_public_names_the_package_defines(package):
     module = importlib.import_module(package)
-    public = {name for name, value in vars(module).items()
+    names = {name: getattr(module, name) for name in dir(module)}  # dir(): names a package loads lazily too
+    public = {name for name, value in names.items()
               if not name.startswith("_") and not isinstance(value, type(__future__.annotations))}
-    submodules = {name for name, value in vars(module).items() if type(value).__name__ == "module"}
+    submodules = {name for name, value in names.items() if type(value).__name__ == "module"}
     assert set(module.__all__) == public - submodules
     assert len(module.__all__) == len(set(module.__all__))
 

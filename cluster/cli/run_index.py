@@ -12,12 +12,15 @@ Order: live runs first, by name; then stored runs that are not live, newest firs
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from actors import HostStatistics, Orchestrator, host_statistics, hosted_runs
-from cluster.storage import PostgresStore, SqliteStore
+from cluster.storage import SqliteStore
+
+if TYPE_CHECKING:  # a PostgreSQL store is loaded only when used (cluster.storage)
+    from cluster.storage import PostgresStore
 
 __all__ = ["RUN_STATUSES", "NO_STATUS", "DEDICATED", "DEFAULT_LIMIT", "MAX_PAGE_LIMIT", "RunQuery", "IndexedRun",
            "RunIndexPage", "index_runs", "check_query"]

@@ -11,7 +11,7 @@ its host's record and the store say what it is.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from ray.exceptions import RayError
@@ -21,7 +21,10 @@ from rich.table import Table
 from actors import HostStatistics, Orchestrator, OrchestratorClosed, OrchestratorNotFound, PoolStatus, pool_status
 from cluster import connect
 from cluster.cli.run_index import DEFAULT_LIMIT, IndexedRun, RunIndexPage, check_query, index_runs
-from cluster.storage import PostgresStore, SqliteStore, StoreHealth, StoreUnreachable, open_store, redact
+from cluster.storage import SqliteStore, StoreHealth, StoreUnreachable, open_store, redact
+
+if TYPE_CHECKING:  # a PostgreSQL store is loaded only when used (cluster.storage)
+    from cluster.storage import PostgresStore
 
 __all__ = ["RunStatusRow", "StatusReport", "collect_status", "render_status"]
 

@@ -7,6 +7,7 @@ Pure Python (no Ray): the orchestrator actor calls a store from its event loop, 
 from __future__ import annotations
 
 import os
+import typing
 
 from .base import (
     AgentRecordRow,
@@ -38,9 +39,11 @@ from .exceptions import (
 from .gc import FINISHED_STATUSES, FinalStatus, GcReport, finished_runs, parse_age, remove_finished_runs
 from .memory import MemoryStore
 from ._replay import replay
-from .postgres import PostgresStore
 from .sqlite import SCHEMA_VERSION, SqliteStore
 from ._url import is_postgres_url, redact
+
+if typing.TYPE_CHECKING:
+    from .postgres import PostgresStore
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -92,9 +95,28 @@ def open_store(
     if spec is None:
         return None
     if is_postgres_url(spec):
-        return PostgresStore(str(spec), durability=durability)
+        return _postgres_store()(str(spec), durability=durability)
     if isinstance(spec, (str, os.PathLike)):
         return SqliteStore(spec, durability=durability)
     if isinstance(spec, Store):
         return spec
     raise TypeError(f"store must be a path, a postgresql:// URL, a Store or None, not {type(spec).__name__}")
+
+
+def _postgres_store() -> type[PostgresStore]:
+    # Loaded on first use, not with this package: psycopg and its pool cost each process that
+    # imports soloist about 70 ms and 9.6 MB of memory, and SQLite (the default) never needs them.
+    from .postgres import PostgresStore
+
+    return PostgresStore
+
+
+def __getattr__(name: str) -> typing.Any:
+    """``PostgresStore``, imported when first asked for (see ``_postgres_store``)."""
+    if name == "PostgresStore":
+        return _postgres_store()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), "PostgresStore"})

@@ -10,7 +10,7 @@ still lists every stored version).
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -19,7 +19,10 @@ from cluster.cli.ui.exceptions import RunNotFoundInUi
 from cluster.cli.ui.models import HistoryPage, RunRow
 from cluster.cli.ui.timeline import entry_from_journal, run_status
 from cluster import process_registry
-from cluster.storage import Checkpoint, JournalEntry, PostgresStore, RunInfo, SqliteStore, open_store, replay
+from cluster.storage import Checkpoint, JournalEntry, RunInfo, SqliteStore, open_store, replay
+
+if TYPE_CHECKING:  # a PostgreSQL store is loaded only when used (cluster.storage)
+    from cluster.storage import PostgresStore
 from coordinators import AgentState
 
 __all__ = ["StoredView", "has_run", "index", "stored_row", "read_run", "history_page", "close_all"]
