@@ -261,7 +261,9 @@ def _cmd_gc(args: argparse.Namespace, out: Console, err: Console) -> int:
         out.print_json(report.model_dump_json())
     else:
         verb = "would remove" if args.dry_run else "removed"
-        out.print(f"{verb} {len(report.removed)} finished run(s): {', '.join(report.removed) or '-'}; kept {len(report.kept)}")
+        values = f"; {report.values_removed} stored value(s) no run refers to" if report.values_removed else ""
+        out.print(f"{verb} {len(report.removed)} finished run(s): {', '.join(report.removed) or '-'}; kept {len(report.kept)}"
+                  f"{values}")
     return EXIT_OK
 
 

@@ -5,7 +5,8 @@ value is about 16 KB, the same text for every run a driver starts with it. Store
 1,050 such runs took 22.6 MB of SQLite file (0.6 MB with one copy). A SQL store keeps each
 such value once, in ``blobs`` under the SHA-256 of its text, and the run's row holds
 ``{"$blob": digest}``; reads give the value back, so ``RunInfo.metadata`` is the same either
-way. Blobs are never deleted (``gc`` leaves them): one row per distinct caller.
+way. One row per distinct caller, deleted by ``collect_blobs`` (``soloist gc``) once no run
+refers to it.
 """
 
 from __future__ import annotations

@@ -90,7 +90,8 @@ class SqlStore(SingleWriter):
         self._claims: dict[str, Claim] = {}  # runs this store writes as their one writer
         self._brief: dict[str, Any] = {}  # runs locked for the current transaction (writer thread only)
         self._epochs: dict[str, int] = {}  # runs this store writes as their activation of that epoch
-        # digest -> text of blobs known to be stored (never deleted, never changed: safe to keep)
+        # digest -> text of blobs read or written here (content-addressed, so never stale: kept
+        # for reads; a write still asks the database whether the row is there)
         self._blobs: dict[str, str] = {}
         self._writer: GroupCommitWriter
 
@@ -118,11 +119,11 @@ class SqlStore(SingleWriter):
                 if self._writer.retrying and tuple(found) == (info.owner_token, info.created_at):
                     return  # our own commit, whose acknowledgement the lost connection took
                 raise RunExists(path=self._file, run=info.name)
-            self._insert_blobs(conn, blobs)
             conn.execute(
                 "INSERT INTO runs VALUES (?, ?, ?, ?, ?)",
                 (info.name, info.state_type, info.created_at, info.owner_token, meta),
             )
+            self._insert_blobs(conn, blobs)  # after the run's row: see collect_blobs
             conn.execute("INSERT INTO checkpoints VALUES (?, 0, ?, ?)", (info.name, state, time.time()))
 
         self._writer.submit(op).result()
@@ -229,6 +230,31 @@ class SqlStore(SingleWriter):
 
         self._writer.submit(op).result()
 
+    def collect_blobs(self) -> int:
+        """Delete the long metadata values (blobs) that no stored run refers to; return how many.
+
+        Runs' references are read and the unreferenced blobs deleted in one write transaction,
+        while no other transaction can insert or update a run (SQLite's write transactions
+        are exclusive; PostgreSQL's ``runs`` is locked in ``SHARE`` mode). A write that
+        refers to a blob inserts the run's row first and then stores the blob if its row is
+        missing, so a collection either sees that run, or ended before the write looked.
+        """
+
+        def op(conn: Conn) -> int:
+            self._lock_runs(conn)
+            referenced: set[str] = set()
+            for name, metadata in conn.execute("SELECT name, metadata FROM runs").fetchall():
+                referenced.update(blob_digests(self._parse(metadata, f"metadata of run {name!r}")))
+            unused = [digest for (digest,) in conn.execute("SELECT digest FROM blobs").fetchall() if digest not in referenced]
+            for digest in unused:
+                conn.execute("DELETE FROM blobs WHERE digest = ?", (digest,))
+            return len(unused)
+
+        removed: int = self._writer.submit(op).result()
+        if removed:
+            logger.info("store %s: deleted %d metadata values no run refers to", self._file, removed, extra=_LOG)
+        return removed
+
     def update_run_metadata(self, run: str, changes: dict[str, Any]) -> RunInfo:
         """Durably merge ``changes`` into the run's metadata; return the updated info."""
         dump_json(changes, "run metadata")
@@ -240,8 +266,8 @@ class SqlStore(SingleWriter):
             self._require_run(conn, run)
             row = conn.execute("SELECT * FROM runs WHERE name = ?", (run,)).fetchone()
             stored = {**self._parse(row[4], f"metadata of run {run!r}"), **packed}
-            self._insert_blobs(conn, blobs)
             conn.execute("UPDATE runs SET metadata = ? WHERE name = ?", (dump_json(stored, "run metadata"), run))
+            self._insert_blobs(conn, blobs)  # after the run's row: see collect_blobs
             return self._run_info(row, conn, stored=stored, uncommitted=blobs)
 
         updated: RunInfo = self._writer.submit(op).result()
@@ -622,19 +648,24 @@ class SqlStore(SingleWriter):
         return RunInfo(name=name, state_type=state_type, created_at=created_at, owner_token=token, metadata=meta)
 
     def _packed(self, metadata: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-        """``metadata`` as its row stores it (long values by digest), and the blobs of those
-        values this store has not committed yet."""
+        """``metadata`` as its row stores it (long values by digest), and the blobs it refers to."""
         try:
-            packed, blobs = pack_metadata(metadata)
+            return pack_metadata(metadata)
         except ValueError as exc:
             raise ValueError(f"{exc} (store {self._file})") from None
-        return packed, {d: t for d, t in blobs.items() if d not in self._blobs}
 
     @staticmethod
     def _insert_blobs(conn: Conn, blobs: dict[str, str]) -> None:
-        """Store each blob unless a row of its digest exists (the same text: it is content-addressed)."""
+        """Store each blob unless a row of its digest exists (the same text: it is
+        content-addressed). Asked of the database in the write's own transaction, never of
+        what this process saw stored before: a collection may have deleted it since."""
         for digest, text in blobs.items():
-            conn.execute("INSERT INTO blobs VALUES (?, ?) ON CONFLICT (digest) DO NOTHING", (digest, text))
+            if conn.execute("SELECT 1 FROM blobs WHERE digest = ?", (digest,)).fetchone() is None:
+                conn.execute("INSERT INTO blobs VALUES (?, ?) ON CONFLICT (digest) DO NOTHING", (digest, text))
+
+    def _lock_runs(self, conn: Conn) -> None:
+        """Hold off every other transaction's insert or update of ``runs`` until this one
+        ends (a database whose write transactions are not already exclusive)."""
 
     def _agent_row(self, run: str, row: tuple[Any, ...]) -> AgentRecordRow:
         """An ``agents`` row as an ``AgentRecordRow``."""

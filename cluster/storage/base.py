@@ -172,6 +172,11 @@ class Store(Protocol):
     def delete_run(self, run: str) -> None:
         """Durably delete the run and everything stored for it; ``RunNotFound`` if absent."""
 
+    def collect_blobs(self) -> int:
+        """Delete what the store keeps for runs it no longer holds (long metadata values
+        stored once for many runs); return how many values. ``soloist gc`` calls it."""
+        ...
+
     def update_run_metadata(self, run: str, changes: dict[str, Any]) -> RunInfo:
         """Durably merge ``changes`` (JSON-clean) into the run's metadata."""
         ...

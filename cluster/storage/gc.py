@@ -36,6 +36,9 @@ class GcReport(BaseModel):
     removed: tuple[str, ...]
     kept: tuple[str, ...]
     dry_run: bool
+    values_removed: int = 0
+    """Long metadata values (a driver's pickled caller, stored once for all its runs) that no
+    run refers to any more, deleted after the runs (none in a dry run)."""
 
 
 def parse_age(text: str) -> float:
@@ -60,9 +63,11 @@ def finished_runs(store: Store, older_than: float, *, now: float | None = None) 
 
 
 def remove_finished_runs(store: Store, older_than: float, *, dry_run: bool = False, now: float | None = None) -> GcReport:
-    """Delete every run that finished more than ``older_than`` seconds ago. A run that a
-    live orchestrator still holds open (``RunLockedElsewhere``) is kept."""
+    """Delete every run that finished more than ``older_than`` seconds ago, then the long
+    metadata values no run refers to any more. A run that a live orchestrator still holds
+    open (``RunLockedElsewhere``) is kept."""
     doomed = [info.name for info in finished_runs(store, older_than, now=now)]
+    values_removed = 0
     if not dry_run:
         for name in list(doomed):
             try:
@@ -70,5 +75,6 @@ def remove_finished_runs(store: Store, older_than: float, *, dry_run: bool = Fal
             except RunLockedElsewhere as exc:
                 logger.warning("kept run %r: %s", name, exc, extra={"component": "store"})
                 doomed.remove(name)
+        values_removed = store.collect_blobs()
     kept = [info.name for info in store.list_runs() if info.name not in doomed]
-    return GcReport(removed=tuple(doomed), kept=tuple(kept), dry_run=dry_run)
+    return GcReport(removed=tuple(doomed), kept=tuple(kept), dry_run=dry_run, values_removed=values_removed)

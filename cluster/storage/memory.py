@@ -190,6 +190,12 @@ class MemoryStore:
             del self._runs[run]
             self._commits += 1
 
+    def collect_blobs(self) -> int:
+        """Nothing to collect: a memory store keeps each run's metadata with the run."""
+        with self._lock:
+            self._check_open()
+        return 0
+
     def update_run_metadata(self, run: str, changes: dict[str, Any]) -> RunInfo:
         """Merge ``changes`` into the run's metadata; return the updated info."""
         dump_json(changes, "run metadata")

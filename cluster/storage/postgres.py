@@ -302,6 +302,11 @@ class PostgresStore(SqlStore):
         if not free:
             raise RunLockedElsewhere(path=self._file, run=run, holder=holder_of(conn.raw, run))
 
+    def _lock_runs(self, conn: Any) -> None:
+        # SHARE conflicts with the ROW EXCLUSIVE lock every INSERT and UPDATE takes: it waits
+        # for the transactions that wrote a run to end, and holds off the next ones.
+        conn.execute("LOCK TABLE runs IN SHARE MODE")
+
     def _compacted(self) -> None:
         """Vacuum the tables compaction deletes from, in the background: PostgreSQL reuses a
         deleted row's space only once a vacuum has seen it, and autovacuum wakes only every

@@ -20,10 +20,11 @@ from tests._stores import StoreLocation
 from tests._waits import HANG_GUARD_S
 
 
-def _stored(where: StoreLocation, *names: str, finished_at: float | None = None) -> None:
+def _stored(where: StoreLocation, *names: str, finished_at: float | None = None, caller: str = "") -> None:
     store = where.open()
     for name in names:
-        store.create_run(RunInfo(name=name, state_type="m.S", created_at=time.time(), owner_token="tok"), {"n": 0})
+        store.create_run(RunInfo(name=name, state_type="m.S", created_at=time.time(), owner_token="tok",
+                                 metadata={"caller": caller or f"{name} " * 400}), {"n": 0})
         if finished_at is not None:
             store.update_run_metadata(name, {"status": "complete", "finished_at": finished_at})
     store.close()
@@ -47,8 +48,11 @@ def test_gc_collects_finished_runs_of_any_store(store_location: StoreLocation, c
     _stored(store_location, "open")
     assert main(["gc", "--store", str(store_location.location), "--older-than", "7d", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["removed"] == ["old"] and report["kept"] == ["open"]
-    assert store_location.count("SELECT COUNT(*) FROM runs") == 1
+    assert report["removed"] == ["old"] and report["kept"] == ["open"] and report["values_removed"] == 1
+    assert store_location.count("SELECT COUNT(*) FROM runs") == store_location.count("SELECT COUNT(*) FROM blobs") == 1
+    _stored(store_location, "old-2", finished_at=time.time() - 30 * 86_400)
+    assert main(["gc", "--store", str(store_location.location), "--older-than", "7d"]) == 0
+    assert "removed 1 finished run(s): old-2; kept 1; 1 stored value(s) no run refers to" in capsys.readouterr().out
 
 
 def test_status_of_a_url_with_a_password_never_prints_the_password(postgres_server: PostgresServer,

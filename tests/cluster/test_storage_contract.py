@@ -7,6 +7,7 @@ from __future__ import annotations
 import concurrent.futures
 import re
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from cluster.storage import (
     StoreClosed,
     StoreCorrupted,
     open_store,
+    remove_finished_runs,
 )
 from tests._stores import StoreLocation
 from tests._stores import batch_entry as entry
@@ -97,6 +99,59 @@ def test_a_run_whose_stored_caller_is_missing_fails_to_load_with_store_corrupted
         conn.execute("DELETE FROM blobs")
     with pytest.raises(StoreCorrupted, match=r"metadata of run 'r' refers to blob [0-9a-f]{64}, which is missing"):
         store_location.open().get_run("r")
+
+
+def test_gc_deletes_the_long_values_no_remaining_run_refers_to_and_a_new_run_stores_them_again(
+    store_location: StoreLocation,
+) -> None:
+    store = store_location.open()
+    now = 1_000_000.0
+    shared, alone = "s" * 4_000, "a" * 4_000
+    done = {"status": "complete", "finished_at": now - 8 * 86_400}
+    store.create_run(info("old-alone").model_copy(update={"metadata": {"caller": alone, **done}}), {"n": 0})
+    store.create_run(info("old-shared").model_copy(update={"metadata": {"caller": shared, **done}}), {"n": 0})
+    store.create_run(info("live").model_copy(update={"metadata": {"caller": shared}}), {"n": 0})
+    report = remove_finished_runs(store, 7 * 86_400, now=now)
+    assert (report.removed, report.kept, report.values_removed) == (("old-alone", "old-shared"), ("live",), 1)
+    assert store_location.count("SELECT COUNT(*) FROM blobs") == 1
+    assert store_location.open().get_run("live").metadata == {"caller": shared}
+    # This store object stored ``alone`` before: a new run of it must store it again.
+    store.create_run(info("again").model_copy(update={"metadata": {"caller": alone}}), {"n": 0})
+    store.update_run_metadata("live", {"note": alone})
+    assert store_location.open().get_run("again").metadata == {"caller": alone}
+    assert store_location.open().get_run("live").metadata == {"caller": shared, "note": alone}
+    assert (store.collect_blobs(), store_location.count("SELECT COUNT(*) FROM blobs")) == (0, 2)
+
+
+def test_runs_created_while_another_process_collects_values_keep_every_value_they_refer_to(
+    store_location: StoreLocation,
+) -> None:
+    # Each run is deleted before the next is created, so between two runs the value is
+    # unreferenced and the collector may delete it; the creator saw it stored the time before.
+    caller = "c" * 4_000
+    creator, collector = store_location.open(), store_location.open()
+    stop = threading.Event()
+    collected: list[int] = []
+
+    def collect() -> None:
+        while not stop.is_set():
+            collected.append(collector.collect_blobs())
+
+    thread = threading.Thread(target=collect)
+    thread.start()
+    try:
+        for i in range(40):
+            creator.create_run(info(f"r{i}").model_copy(update={"metadata": {"caller": caller}}), {"n": 0})
+            assert store_location.count("SELECT COUNT(*) FROM blobs") == 1, f"run r{i} refers to a value not stored"
+            creator.delete_run(f"r{i}")
+            if i % 2 == 0:  # every other run: only once the collector deleted the value (else: racing it)
+                deadline = time.monotonic() + 60
+                while store_location.count("SELECT COUNT(*) FROM blobs") and time.monotonic() < deadline:
+                    time.sleep(0.001)
+    finally:
+        stop.set()
+        thread.join()
+    assert sum(collected) >= 20
 
 
 def test_last_versions_of_many_runs_match_what_load_ends_at_without_reading_payloads(
