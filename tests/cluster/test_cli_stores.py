@@ -20,11 +20,11 @@ from tests._stores import StoreLocation
 from tests._waits import HANG_GUARD_S
 
 
-def _stored(where: StoreLocation, *names: str, finished_at: float | None = None, caller: str = "") -> None:
+def _stored(where: StoreLocation, *names: str, finished_at: float | None = None) -> None:
     store = where.open()
-    for name in names:
+    for name in names:  # each with a caller of its own, long enough to be stored once for many runs
         store.create_run(RunInfo(name=name, state_type="m.S", created_at=time.time(), owner_token="tok",
-                                 metadata={"caller": caller or f"{name} " * 400}), {"n": 0})
+                                 metadata={"caller": f"{name} " * 400}), {"n": 0})
         if finished_at is not None:
             store.update_run_metadata(name, {"status": "complete", "finished_at": finished_at})
     store.close()

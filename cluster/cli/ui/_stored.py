@@ -20,10 +20,10 @@ from cluster.cli.ui.models import HistoryPage, RunRow
 from cluster.cli.ui.timeline import entry_from_journal, run_status
 from cluster import process_registry
 from cluster.storage import Checkpoint, JournalEntry, RunInfo, SqliteStore, open_store, replay
+from coordinators import AgentState
 
 if TYPE_CHECKING:  # a PostgreSQL store is loaded only when used (cluster.storage)
     from cluster.storage import PostgresStore
-from coordinators import AgentState
 
 __all__ = ["StoredView", "has_run", "index", "stored_row", "read_run", "history_page", "close_all"]
 
