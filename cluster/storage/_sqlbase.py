@@ -301,12 +301,14 @@ class SqlStore(SingleWriter):
             row = conn.execute("SELECT * FROM runs WHERE name = ?", (name,)).fetchone()
             return self._run_info(row, conn) if row else None
 
-        return self._query(read)
+        # One snapshot: the run's row and the blobs it refers to, which a collection may
+        # delete once another process deleted the run between the two reads.
+        return self._query(read, snapshot=True)
 
     def list_runs(self) -> list[RunInfo]:
-        """Every run, oldest first."""
+        """Every run, oldest first (one snapshot, as ``get_run``)."""
         return self._query(lambda conn: [self._run_info(row, conn) for row in conn.execute(
-            "SELECT * FROM runs ORDER BY created_at, name").fetchall()])
+            "SELECT * FROM runs ORDER BY created_at, name").fetchall()], snapshot=True)
 
     def find_request(self, run: str, request_id: str) -> int | None:
         """The version committed with ``request_id`` (also after compaction), or None.
