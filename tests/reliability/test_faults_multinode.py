@@ -44,10 +44,7 @@ async def test_removing_a_worker_node_mid_batch_loses_no_write_and_leaks_no_perm
                                   scheduling_strategy=NodeAffinitySchedulingStrategy(head, soft=False)).remote()
     orch = Orchestrator(Tally(), caller=sleepy_registry(replicas=4))
     try:
-        replicas = pool_for(orch.caller, "sleep").handles()
-        nodes = await asyncio.gather(*(h.node_id.remote() for h in replicas))
-        victim_id = next(n for n in nodes if n != head)
-        victim = next(node for node in cluster.worker_nodes if node.node_id == victim_id)
+        pool_for(orch.caller, "sleep").handles()  # all four replicas placed before the batch
         acked: list[str] = []
         stop = asyncio.Event()
 
@@ -63,6 +60,13 @@ async def test_removing_a_worker_node_mid_batch_loses_no_write_and_leaks_no_perm
         # Gated: the four bodies stay inside until the node and its workers are gone.
         batch = asyncio.ensure_future(parallel_handoff(orch, gated_calls(name, 4), SleepOut))
         await wait_until(counter, "current", 4)
+        # The replicas read again now, each busy with a body: one idle before the batch may have
+        # retired and been created again meanwhile (a loaded machine's pauses pass its pool's
+        # retire_after_s).
+        replicas = pool_for(orch.caller, "sleep").handles()
+        nodes = await asyncio.gather(*(h.node_id.remote() for h in replicas))
+        victim_id = next(n for n in nodes if n != head)
+        victim = next(node for node in cluster.worker_nodes if node.node_id == victim_id)
         doomed = [await h.__ray_call__.remote(_pid) for h, n in zip(replicas, nodes) if n == victim_id]
         cluster.remove_node(victim)
         for pid in doomed:
