@@ -28,6 +28,7 @@ import atexit
 import logging
 import threading
 import time
+import weakref
 from concurrent.futures import CancelledError as CancelledFuture
 from typing import Any
 
@@ -80,8 +81,10 @@ class WarmPermits:
         self._watch_pending: Any = None
         self._reused = 0
         # A process that exits gives its idle leases back at once instead of letting them
-        # expire after the semaphore's TTL (other processes of the scope would wait that long).
-        atexit.register(self._release_at_exit)
+        # expire after the semaphore's TTL (other processes of the scope would wait that long):
+        # one hook for the whole process walks the open permits, held weakly, so a closed or
+        # dropped object is freed (a hook per object kept every one alive until exit).
+        _OPEN.add(self)
 
     @property
     def reused(self) -> int:
@@ -155,6 +158,7 @@ class WarmPermits:
         """Release idle leases, stop keeping any and stop watching (the scope is going away,
         or the process is ending)."""
         self._closed.set()
+        _OPEN.discard(self)
         self.release_idle()
         with self._lock:
             pending, self._watch_pending = self._watch_pending, None
@@ -254,6 +258,18 @@ class WarmPermits:
                 if pending is not None:
                     _cancel_watch(pending)
                 return
+
+
+# Permits not closed yet, held weakly: what the exit hook gives back. Never keeps one alive.
+_OPEN: weakref.WeakSet[WarmPermits] = weakref.WeakSet()
+
+
+def _release_all_at_exit() -> None:
+    for permits in list(_OPEN):
+        permits._release_at_exit()
+
+
+atexit.register(_release_all_at_exit)
 
 
 def _cancel_watch(ref: Any) -> None:
