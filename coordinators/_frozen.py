@@ -37,6 +37,7 @@ class FrozenDict(dict[str, Any]):
 
     # _hash: cached hash of the items, or None until first asked (set once, never changed).
     __slots__ = ("_hash",)
+    _hash: int | None
 
     def __init__(self, items: Mapping[str, Any] | Iterable[tuple[str, Any]] = (), /) -> None:
         source = items.items() if isinstance(items, Mapping) else items
@@ -48,11 +49,11 @@ class FrozenDict(dict[str, Any]):
     __setattr__ = __delattr__ = _immutable
 
     @classmethod
-    def fromkeys(cls, keys: Iterable[str], value: Any = None) -> FrozenDict:  # type: ignore[override]
+    def fromkeys(cls, keys: Iterable[str], value: Any = None) -> FrozenDict:  # type: ignore[override]  # dict.fromkeys is generic in its keys; these are str
         """Build a FrozenDict with every key mapped to (a frozen) `value`."""
         return cls({key: value for key in keys})
 
-    def __hash__(self) -> int:  # type: ignore[override]
+    def __hash__(self) -> int:  # type: ignore[override]  # dict's __hash__ is None; a frozen dict is hashable
         cached = self._hash
         if cached is None:
             cached = hash(frozenset(self.items()))

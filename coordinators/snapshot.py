@@ -168,7 +168,7 @@ class ContextSnapshot(BaseModel):
         """The frozen values of fields an `AgentState` subclass added."""
         return FrozenDict(self.__pydantic_extra__ or {})
 
-    def to_state(self, state_type: type[S] = AgentState) -> S:  # type: ignore[assignment]
+    def to_state(self, state_type: type[S] = AgentState) -> S:  # type: ignore[assignment]  # S is AgentState when not given
         """A fresh, mutable state of `state_type` with this snapshot's content."""
         fields = {name: thaw(getattr(self, name)) for name in AgentState.model_fields}
         for name, value in (self.__pydantic_extra__ or {}).items():

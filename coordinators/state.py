@@ -8,7 +8,7 @@ them between successive states instead of copying them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidatorFunctionWrapHandler, field_validator, model_validator
 from pydantic_core.core_schema import ValidationInfo
@@ -44,6 +44,9 @@ class _Record(BaseModel):
     `coordinators._shared`). Subclasses of the records below are copied as usual."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    if TYPE_CHECKING:  # the records' own __init__ pass their fields on by keyword
+        def __init__(self, /, **data: Any) -> None: ...
 
     def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Any:
         return self if type(self) in _SHARED_KINDS else super().__deepcopy__(memo)
@@ -92,7 +95,7 @@ class Message(_Record):
     def _role_not_empty(cls, value: str) -> str:
         return _non_empty(value, "Message.role")
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> str | tuple[Any, ...]:
         # Compact and fast: snapshots ship thousands of messages across Ray.
         if type(self) is not Message:
             return super().__reduce__()
@@ -105,7 +108,7 @@ def _rebuild_message(
 ) -> Message:
     """Unpickle a `Message` without re-validation (it was valid when pickled)."""
     message = object.__new__(Message)
-    fields = {"role": role, "content": content, "name": name, "tool_call_id": tool_call_id}
+    fields: dict[str, Any] = {"role": role, "content": content, "name": name, "tool_call_id": tool_call_id}
     fields["metadata"] = _EMPTY if metadata is None else metadata
     _set(message, "__dict__", fields)
     _set(message, "__pydantic_fields_set__", {"role", "content"})

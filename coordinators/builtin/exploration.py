@@ -204,11 +204,11 @@ def _candidates(work: Survey, pending: set[str]) -> list[tuple[str, dict[str, An
     symbols = importer_symbols(work.keywords)
     if symbols:  # one handoff answers definitions, re-exports and every importer, to closure
         found.append(("find_importers", {"root": root, "symbols": symbols}))
-    searches = []
+    searches: list[tuple[str, dict[str, Any]]] = []
     for keyword in work.keywords:
-        for purpose, *call in _searches(root, keyword):
-            work.purpose_of[call_key(*call)] = {"keyword": keyword, "purpose": purpose}
-            searches.append(tuple(call))
+        for purpose, tool_name, arguments in _searches(root, keyword):
+            work.purpose_of[call_key(tool_name, arguments)] = {"keyword": keyword, "purpose": purpose}
+            searches.append((tool_name, arguments))
     found += searches
     made = set(st["calls_made"])
     pending_keys = {
