@@ -96,6 +96,7 @@ from actors.handoffs.pools import MAX_TRACKED_RUNS, PoolStatistics, PoolStatus, 
 from actors.handoffs.replica import ReplicaLoad
 from actors.handoffs.settings import HandoffSettings, HandoffTarget, effective_max_parallel
 from actors.orchestrator.changes import Change
+from actors.orchestrator.core import RunCore
 from actors.orchestrator.facade import (
     DEFAULT_MAX_PARALLEL,
     HARD_MAX_PARALLEL,
@@ -123,7 +124,7 @@ __all__ = [
     "DEFAULT_MAX_PARALLEL", "HARD_MAX_PARALLEL", "ToolCaller", "ToolCallResult", "TextContent",
     "SkillRegistry", "ManagedAgent", "to_stored_record", "to_payload",
     # orchestrator
-    "OrchestratorStatistics", "actor_name",
+    "OrchestratorStatistics", "actor_name", "RunCore",
     # run hosts
     "run_host_name", "HostStatistics", "HostedRunRecord", "host_statistics", "hosted_runs",
     # handoffs

@@ -35,6 +35,8 @@ EXPORTS: dict[str, dict[str, list[str]]] = {
                                  "to_payload"],
         "the orchestrator's report (statistics()) and the Ray name of a named run's actor": [
             "OrchestratorStatistics", "actor_name"],
+        "one run's writer in this process without Ray: tests of coordinators, stores, activation and fencing": [
+            "RunCore"],
         "the run hosts: which host holds a run, and what each holds (soloist status, the runs page, benchmarks)": [
             "run_host_name", "HostStatistics", "HostedRunRecord", "host_statistics", "hosted_runs"],
         "what a handoff reads of its run, and the pools/permits behind it (inspected by tests and benchmarks)": [

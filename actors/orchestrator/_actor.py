@@ -133,6 +133,15 @@ class OrchestratorActor:
                         )
                     new_run = stored is None
                 self._claim_run()
+                if self._activating is not None and not new_run:
+                    # A stored run is read only once this activation's epoch is committed:
+                    # from then on the writer it supersedes (a host presumed dead but still
+                    # alive) cannot commit again, so what is read below is the last version
+                    # anybody was acknowledged. Read earlier, that writer could commit more
+                    # versions meanwhile, and this activation would serve a stale version
+                    # and hit JournalGap on its first write. A new run has nothing to read:
+                    # its epoch and its creation share one commit.
+                    self._epoch = self._activating.result()
                 version, state, requests, changes, checkpoint_version = restore_or_create(
                     self._store, spec, restarted=None if hosting is None else not hosting.creating, new=new_run)
                 self._epoch = self._activating.result() if self._activating is not None else None

@@ -17,9 +17,9 @@ from actors.orchestrator._actor import OrchestratorActor
 from actors.orchestrator._placement_kind import placement_of, scheduling_strategy
 from actors.orchestrator.spec import RunSpec
 from cluster.connect import SOLOIST_NAMESPACE
-from cluster.storage import RunLockedElsewhere, Store, is_postgres_url, open_store
+from cluster.storage import Durability, RunLockedElsewhere, Store, is_postgres_url, open_store
 
-__all__ = ["actor_name", "start_actor", "prepare_store", "store_location", "stored_token", "translate_creation_error", "writer_elsewhere"]
+__all__ = ["actor_name", "start_actor", "prepare_store", "store_location", "stored_owner", "translate_creation_error", "writer_elsewhere"]
 
 _RemoteOrchestrator = ray.remote(OrchestratorActor)
 
@@ -119,14 +119,15 @@ def store_location(store: Any) -> Any:
     raise TypeError(f"store must be a path, a Store or None, not {type(store).__name__}")
 
 
-def stored_token(store: Any, name: str) -> str | None:
+def stored_owner(store: Any, name: str) -> tuple[str | None, Durability | None]:
+    """The owner token and the durability of the stored run ``name`` (None, None: not stored)."""
     opened = open_store(store)
     try:
         info = opened.get_run(name)
     finally:
         if opened is not store:
             opened.close()
-    return info.owner_token if info is not None else None
+    return (info.owner_token, info.durability) if info is not None else (None, None)
 
 
 def translate_creation_error(exc: BaseException, name: str) -> BaseException:

@@ -25,6 +25,7 @@ from cluster.storage import (
     RunInfo,
     Store,
     StoreCorrupted,
+    check_durability,
     diff_states,
     open_store,
 )
@@ -103,6 +104,7 @@ def restore_or_create(store: Store, spec: RunSpec, *, restarted: bool | None = N
                     "state_class": pickled_once(type(spec.initial)),
                     "caller": spec.caller_pickled or pickled_once(spec.caller),
                     "max_parallel": spec.max_parallel,
+                    "durability": spec.durability,
                     "semaphore_scope": spec.semaphore_scope,
                     "checkpoint_every": spec.checkpoint_every,
                     "keep_versions": spec.keep_versions,
@@ -143,13 +145,15 @@ def replay_from(
     return Replayed(version, state, requests, changes, checkpoint.version)
 
 
-def stored_run_spec(store_spec: Any, name: str, durability: str) -> RunSpec:
-    """Rebuild the ``RunSpec`` of a stored run, to restart it in a new actor."""
-    store = open_store(store_spec, durability=durability)
+def stored_run_spec(store_spec: Any, name: str, durability: str | None = None) -> RunSpec:
+    """Rebuild the ``RunSpec`` of a stored run, to restart it in a new actor: with the
+    durability it was created with, unless ``durability`` overrides it."""
+    store = open_store(store_spec, durability=check_durability(durability or "sync"))
     try:
         info = store.get_run(name)
         if info is None:
             raise LookupError(f"no stored run named {name!r} in {store.path}")
+        durability = info.durability if durability is None else durability
         meta = info.metadata
         state_type = _unpickled(meta["state_class"], "state type", store.path)
         # Replayed here once, so a gap or a damaged entry fails attach with the store's own
@@ -162,7 +166,7 @@ def stored_run_spec(store_spec: Any, name: str, durability: str) -> RunSpec:
             token=info.owner_token,
             initial=initial,
             store=store_spec,
-            durability=durability,  # type: ignore[arg-type]
+            durability=check_durability(durability),
             max_parallel=int(meta.get("max_parallel", DEFAULT_MAX_PARALLEL)),
             caller=_unpickled(meta["caller"], "caller", store.path),
             semaphore_scope=str(meta.get("semaphore_scope") or f"orch:{name}"),

@@ -42,7 +42,7 @@ from actors.orchestrator._launch import (
     lookup_live,
     prepare_store,
     start_actor,
-    stored_token,
+    stored_owner,
     translate_creation_error,
     writer_elsewhere,
 )
@@ -53,10 +53,10 @@ from actors.orchestrator._recovery import stored_run_spec
 from actors.orchestrator.changes import Change
 from actors.agents.managed import AgentConfig, AgentKind, Lifecycle
 from actors.callers.protocol import ToolCaller
-from actors.orchestrator.spec import DEFAULT_KEEP_VERSIONS, DURABILITY_MODES, OrchestratorStatistics, RunDescription, RunSpec
+from actors.orchestrator.spec import DEFAULT_KEEP_VERSIONS, OrchestratorStatistics, RunDescription, RunSpec
 from cluster.connect import current_job_id, ensure_connected, wait_ref
 from cluster.semaphore import ClusterSemaphore
-from cluster.storage import Store
+from cluster.storage import Store, check_durability
 from coordinators import ContextSnapshot, StateTransition, TransitionBatch
 
 __all__ = ["Orchestrator", "DEFAULT_MAX_PARALLEL", "HARD_MAX_PARALLEL", "actor_name"]
@@ -125,8 +125,7 @@ def _new_run_spec(
     if unload_after_s is not None and (isinstance(unload_after_s, bool) or not isinstance(unload_after_s, (int, float))
                                        or not unload_after_s > 0):
         raise ValueError(f"unload_after_s must be a number of seconds > 0 or None (the host's default), got {unload_after_s!r}")
-    if durability not in DURABILITY_MODES:
-        raise ValueError(f"durability must be one of {', '.join(map(repr, DURABILITY_MODES))}, got {durability!r}")
+    check_durability(durability)
     if name is not None and (not isinstance(name, str) or not name.strip()):
         raise ValueError(f"name must be a non-empty string or None, got {name!r}")
     if semaphore_scope is not None and (not isinstance(semaphore_scope, str) or not semaphore_scope.strip()):
@@ -326,7 +325,9 @@ class Orchestrator(Generic[S]):
             raise translate_creation_error(exc, self._name) from None
 
     @classmethod
-    def attach(cls, name: str, *, store: Any = None, durability: str = "sync", token: str | None = None) -> "Orchestrator[Any]":
+    def attach(
+        cls, name: str, *, store: Any = None, durability: str | None = None, token: str | None = None
+    ) -> "Orchestrator[Any]":
         """A handle to the live run called ``name``, or a restarted one from ``store``.
 
         With ``store`` the handle may write (whoever can open the run's store owns it); a
@@ -338,12 +339,20 @@ class Orchestrator(Generic[S]):
         another process (on another Ray cluster) has the run open, restarting it here is
         refused with ``cluster.storage.RunLockedElsewhere``, whose message names that
         process and its cluster's address (connect there to reach the live run).
+
+        ``durability``: the run is reopened with the durability it was created with (it is
+        stored with the run); a mode given here overrides it.
         """
         if not isinstance(name, str) or not name.strip():
             raise ValueError(f"attach() needs the run's name, got {name!r}")
+        if durability is not None:
+            check_durability(durability)
         ensure_connected()
-        if store is not None and token is None:
-            token = stored_token(store, name)
+        if store is not None:
+            stored_token, stored_durability = stored_owner(store, name)
+            token = token if token is not None else stored_token
+            durability = durability or stored_durability
+        durability = durability or "sync"  # a run not stored (yet): what it is opened with is moot
         handle = lookup_live(name) or hosted_handle(name)
         location = store_location(store)
         if isinstance(handle, HostedActor) and isinstance(location, str):

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any, get_args
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
 from actors._pickling import pickled_once, shareable, unpickled_shared
 from actors.callers.protocol import ToolCaller
 from actors.handoffs.settings import DEFAULT_MAX_PARALLEL
-from cluster.storage import Durability, Store, open_store, redact
+from cluster.storage import DURABILITY_MODES, Durability, Store, open_store, redact
 
 __all__ = ["RunSpec", "RunDescription", "OrchestratorStatistics", "DURABILITY_MODES", "DEFAULT_KEEP_VERSIONS"]
 
 #: Versions kept readable by default (history, fork): bounded, so a long run's store is too.
 DEFAULT_KEEP_VERSIONS = 10_000
-
-DURABILITY_MODES: tuple[str, ...] = get_args(Durability)
-
 
 class RunSpec(BaseModel):
     """Everything the orchestrator actor is started with (and restarted with, by Ray)."""

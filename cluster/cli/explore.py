@@ -100,7 +100,7 @@ async def resume_run(
     name: str,
     store: str,
     *,
-    durability: str = "sync",
+    durability: str | None = None,
     max_turns: int | None = None,
     on_event: Callable[[RunEvent], None] | None = None,
 ) -> ExplorationRun:

@@ -91,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--root", default=".", help="the directory to explore (default: the current one)")
     run.add_argument("--store", default=None, metavar="STORE",
                      help="a SQLite file or a postgresql:// URL to journal the run in (default: memory only)")
-    run.add_argument("--durability", choices=("sync", "batch", "exit"), default="sync", help="journal mode with --store (default: sync)")
+    run.add_argument("--durability", choices=("sync", "batch", "exit"), default=None,
+                     help="journal mode with --store (default: sync for a new run; with --resume, the mode the run was created with)")
     run.add_argument("--name", default=None, help="name the run (to attach to it or find it in `soloist status`)")
     run.add_argument("--max-turns", type=_positive_int, default=None, help="stop after this many coordinator turns (default: 40)")
     run.add_argument("--max-parallel", type=int, default=DEFAULT_MAX_PARALLEL,
@@ -193,7 +194,7 @@ def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         async def go() -> Any:
             progress = LiveProgress(err, args.task)
             with progress:
-                return await explore(args.task, args.root, name=name, store=args.store, durability=args.durability,
+                return await explore(args.task, args.root, name=name, store=args.store, durability=args.durability or "sync",
                                      max_turns=args.max_turns or 40, max_parallel=args.max_parallel,
                                      on_event=progress.update, llm=llm)
 

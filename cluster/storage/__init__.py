@@ -11,6 +11,7 @@ import typing
 
 from .base import (
     AgentRecordRow,
+    DURABILITY_MODES,
     Checkpoint,
     Durability,
     JournalEntry,
@@ -18,6 +19,7 @@ from .base import (
     Store,
     StoreHealth,
     StoreStatistics,
+    check_durability,
 )
 from .diff import apply_diff, diff_states
 from .exceptions import (
@@ -50,7 +52,9 @@ __all__ = [
     "AgentRecordRow",
     "Checkpoint",
     "DuplicateRequest",
+    "DURABILITY_MODES",
     "Durability",
+    "check_durability",
     "JournalEntry",
     "JournalGap",
     "MemoryStore",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
@@ -19,6 +19,18 @@ from pydantic import BaseModel, ConfigDict, Field
 from .exceptions import DuplicateRequest, JournalGap
 
 Durability = Literal["sync", "batch", "exit"]
+
+#: The durability modes, in the order they are documented.
+DURABILITY_MODES: tuple[str, ...] = get_args(Durability)
+
+
+def check_durability(durability: object) -> Durability:
+    """``durability`` itself when it is one of ``sync``, ``batch``, ``exit``; else a
+    ``ValueError`` naming the value. The one check of a durability mode, wherever it comes
+    from (a constructor, ``attach``, the command line, a stored run)."""
+    if durability not in DURABILITY_MODES:
+        raise ValueError(f"durability must be one of {', '.join(map(repr, DURABILITY_MODES))}, got {durability!r}")
+    return durability  # type: ignore[return-value]  # narrowed by the membership test above
 """``sync``: the orchestrator waits for each append to be durable before the next write.
 ``batch``: it pipelines appends and waits only when asked (both share the group-commit
 writer). ``exit``: entries stay in memory until ``flush``/``close`` (lost on a crash)."""
@@ -58,6 +70,16 @@ class RunInfo(BaseModel):
     created_at: float
     owner_token: str = Field(repr=False)
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def durability(self) -> Durability:
+        """The durability the run was created with (``sync`` for runs stored before it was
+        recorded): what attaching to it again uses unless told otherwise."""
+        value = self.metadata.get("durability", "sync")
+        if value not in DURABILITY_MODES:
+            raise ValueError(f"run {self.name!r} is stored with an unknown durability {value!r}; "
+                             f"it must be one of {', '.join(map(repr, DURABILITY_MODES))}")
+        return value  # type: ignore[no-any-return]  # narrowed by the membership test above
 
 
 class AgentRecordRow(BaseModel):
