@@ -274,3 +274,20 @@ async def test_history_and_fork_read_and_write_a_postgres_store(pg_url: str) -> 
             await fork.close()
     finally:
         await orch.close()
+
+
+@pytest.mark.parametrize("dedicated", [False, True], ids=["hosted", "dedicated"])
+async def test_attach_reopens_a_run_with_the_durability_it_was_created_with(tmp_path: Path, dedicated: bool) -> None:
+    store = tmp_path / "s.db"
+    name = f"batched-{'dedicated' if dedicated else 'hosted'}"
+    orch = Orchestrator(Counter(), name=name, store=store, durability="batch", dedicated=dedicated)
+    await orch.apply(inc)
+    await orch.close()
+    again = Orchestrator.attach(name, store=store)
+    try:
+        assert (await again.statistics()).durability == "batch"
+        assert await again.apply(inc) == 2
+    finally:
+        await again.close()
+    with pytest.raises(ValueError, match="durability must be one of 'sync', 'batch', 'exit', got 'fast'"):
+        Orchestrator.attach(name, store=store, durability="fast")
