@@ -107,7 +107,7 @@ class HandoffError(RuntimeError):
         return (_rebuild_handoff_error, (type(self), self.skill, str(self), self.__cause__))
 
 
-def _rebuild_handoff_error(cls: type, skill: str, message: str, cause: BaseException | None) -> "HandoffError":
+def _rebuild_handoff_error(cls: type[HandoffError], skill: str, message: str, cause: BaseException | None) -> "HandoffError":
     err = cls.__new__(cls)
     HandoffError.__init__(err, skill, message)
     err.__cause__ = cause

@@ -19,12 +19,14 @@ import functools
 import os
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, TypeVar
+from types import ModuleType
+from typing import Any, TypeVar, cast
 
 import ray
 
 from cluster import metrics
 
+_otel_trace: ModuleType | None  # None: opentelemetry is not installed (tracing is off)
 try:  # optional dependency
     from opentelemetry import context as _otel_context
     from opentelemetry import trace as _otel_trace
@@ -257,7 +259,7 @@ def measured_apply(method: F) -> F:
         metrics.set_state_version(name, self._committed[0])
         return result
 
-    return wrapper  # type: ignore[return-value]
+    return cast(F, wrapper)  # functools.wraps: the same signature as ``method``
 
 
 def actor_started(orchestrator: str, version: int) -> None:

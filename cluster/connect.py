@@ -111,7 +111,7 @@ def connect(
     kwargs.setdefault("log_to_driver", log_to_driver)
     if namespace is not None:
         kwargs["namespace"] = namespace
-    if embedded:
+    if address is None:  # embedded
         kwargs.setdefault("include_dashboard", False)
         kwargs["num_cpus"] = num_cpus if num_cpus is not None else max(2, os.cpu_count() or 2)
         kwargs["object_store_memory"] = object_store_memory or _EMBEDDED_OBJECT_STORE_BYTES

@@ -24,6 +24,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -32,6 +33,7 @@ from ray.util import get_node_ip_address
 
 from cluster.exceptions import LocalClusterError
 
+_enable_token_auth: Callable[..., bool] | None  # None: this Ray has no token authentication
 try:  # Ray's token authentication: a private module of the Ray versions that have it
     from ray._private.authentication.authentication_token_setup import (
         maybe_enable_token_auth_if_token_available as _enable_token_auth,

@@ -123,7 +123,7 @@ class WeakIdMap(Generic[V]):
     def put(self, obj: Any, value: V) -> None:
         ident = id(obj)
         try:
-            ref = weakref.ref(obj, lambda _r, i=ident: self._drop(i))
+            ref = weakref.ref(obj, lambda _r: self._drop(ident))
         except TypeError:
             return  # not weakly referenceable: computed again next time, never kept alive
         with self._lock:

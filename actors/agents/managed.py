@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 from datetime import datetime, timezone
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Final, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -50,7 +50,7 @@ __all__ = [
 
 Lifecycle = Literal["initializing", "idle", "running", "error", "closed"]
 AgentKind = Literal["subagent", "coordinator"]
-RECORD_VERSION = 1
+RECORD_VERSION: Final = 1
 
 #: The one table of allowed lifecycle changes. ``initializing`` is reachable from every
 #: live or failed state because an actor can be lost at any time and re-created.
@@ -141,7 +141,7 @@ ManagedAgent = Annotated[
     Field(discriminator="lifecycle"),
 ]
 _MANAGED = TypeAdapter(ManagedAgent)
-_BY_LIFECYCLE: dict[str, type[_AgentBase]] = {
+_BY_LIFECYCLE: dict[str, type[InitializingAgent | IdleAgent | RunningAgent | ErrorAgent | ClosedAgent]] = {
     "initializing": InitializingAgent,
     "idle": IdleAgent,
     "running": RunningAgent,
@@ -213,7 +213,7 @@ def transition(
         fields["last_error"] = last_error
     elif target == "closed":
         fields["last_error"] = getattr(agent, "last_error", None)
-    return _BY_LIFECYCLE[target].model_validate(fields)  # type: ignore[return-value]
+    return _BY_LIFECYCLE[target].model_validate(fields)
 
 
 def _iso(value: datetime) -> str:

@@ -158,7 +158,7 @@ class AgentRegistry:
         if pending is None:
             pending = asyncio.get_running_loop().create_task(self._recreate(agent))
             self._creating[agent_id] = pending
-            pending.add_done_callback(lambda _f, a=agent_id: self._creating.pop(a, None))
+            pending.add_done_callback(lambda _f: self._creating.pop(agent_id, None))
         return await asyncio.shield(pending)
 
     async def close_all(self) -> None:

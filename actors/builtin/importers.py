@@ -76,6 +76,10 @@ class Reexport(_Model):
     public: bool
 
 
+_ImportHow = Literal["import", "from-module", "from", "star", "reexport", "attribute"]
+"""How an importer brings a symbol in (see :class:`FoundImporter`)."""
+
+
 class FoundImporter(_Model):
     """``importer`` imports the symbol (or its module) through ``imported`` at ``path``:``line``.
 
@@ -89,7 +93,7 @@ class FoundImporter(_Model):
     imported: str
     path: str
     line: int
-    how: Literal["import", "from-module", "from", "star", "reexport", "attribute"]
+    how: _ImportHow
     conditional: bool = False
     local: bool = False
 
@@ -339,9 +343,9 @@ def _importer_of(graph: _Graph, file: _File, homes: set[str], holders: set[str],
     hits: list[FoundImporter] = []
     bound: dict[str, tuple[str, ast.stmt, bool, bool]] = {}  # local name -> (holder, statement, ...)
 
-    def hit(imported: str, node: ast.stmt, how: str, conditional: bool, local: bool) -> None:
+    def hit(imported: str, node: ast.stmt, how: _ImportHow, conditional: bool, local: bool) -> None:
         hits.append(FoundImporter(importer=file.module, imported=imported, path=file.rel, line=node.lineno,
-                                  how=how, conditional=conditional, local=local))  # type: ignore[arg-type]
+                                  how=how, conditional=conditional, local=local))
 
     for node, conditional, local in visitor.found:
         if isinstance(node, ast.Import):
@@ -368,9 +372,9 @@ def _importer_of(graph: _Graph, file: _File, homes: set[str], holders: set[str],
                 bound[alias.asname or alias.name] = (full, node, conditional, local)
     if bound and name is not None:
         chains = _attribute_chains(tree)
-        for local_name, (holder, node, conditional, local) in bound.items():
+        for local_name, (holder, statement, conditional, local) in bound.items():
             if f"{local_name}.{name}" in chains:
-                hit(holder, node, "attribute", conditional, local)
+                hit(holder, statement, "attribute", conditional, local)
     return min(hits, key=lambda h: h.line) if hits else None
 
 

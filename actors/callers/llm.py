@@ -259,6 +259,7 @@ def _classification(text: str) -> dict[str, Any]:
         problems.append("keywords is not a list of non-empty strings")
     if problems:
         raise ValueError("; ".join(problems))
+    assert isinstance(keywords, list)  # checked above: a problem otherwise
     return {"type": kind, "complexity": complexity, "keywords": [k.strip() for k in keywords][:8]}
 
 

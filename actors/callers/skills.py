@@ -144,7 +144,7 @@ class SkillRegistry:
         options; returns ``fn``."""
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-            self.register(name or getattr(fn, "__name__", ""), fn, **options)
+            self.register(name if name else getattr(fn, "__name__", ""), fn, **options)
             return fn
 
         return register
@@ -209,8 +209,8 @@ class SkillRegistry:
         spec = SkillSpec(
             name=name,
             fn=fn,
-            input_type=input_type,  # type: ignore[arg-type]
-            output_type=output_type,  # type: ignore[arg-type]
+            input_type=input_type,
+            output_type=output_type,
             is_async=inspect.iscoroutinefunction(fn),
             policy=pool_policy,
             resources=reserved,

@@ -446,7 +446,7 @@ def create_replica(caller: Any, skill: str, *, name: str, num_cpus: float = 0.0,
         strategy: Any = "SPREAD"
     else:
         strategy = NodeAffinitySchedulingStrategy(node, soft=True, _spill_on_unavailable=True)
-    handle = _RemoteSubagent.options(
+    handle: Any = _RemoteSubagent.options(  # Ray types its methods as plain functions, not remote ones
         name=name,
         namespace=SOLOIST_NAMESPACE,
         get_if_exists=True,

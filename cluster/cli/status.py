@@ -82,10 +82,10 @@ def collect_status(*, store: str | None, address: str | None, offset: int = 0, l
     if address is not None:
         connect(address)
     try:
-        opened: SqliteStore | PostgresStore | None = open_store(store) if store is not None else None  # type: ignore[assignment]
+        opened = open_store(store) if store is not None else None
     except StoreUnreachable as exc:  # the report is the store's health: say why it does not answer
-        health = StoreHealth(location=exc.path, kind="postgresql", reachable=False, error=str(exc))
-        return StatusReport(store=exc.path, store_health=health, address=address)
+        unreachable = StoreHealth(location=exc.path, kind="postgresql", reachable=False, error=str(exc))
+        return StatusReport(store=exc.path, store_health=unreachable, address=address)
     health = opened.health() if opened is not None else None
     try:
         page = index_runs(opened, query, live=address is not None)

@@ -79,7 +79,7 @@ class RunInfo(BaseModel):
         if value not in DURABILITY_MODES:
             raise ValueError(f"run {self.name!r} is stored with an unknown durability {value!r}; "
                              f"it must be one of {', '.join(map(repr, DURABILITY_MODES))}")
-        return value  # type: ignore[no-any-return]  # narrowed by the membership test above
+        return value  # one of DURABILITY_MODES: checked above
 
 
 class AgentRecordRow(BaseModel):

@@ -136,7 +136,7 @@ class MemoryStore:
             tail = sorted((v, row) for v, row in stored.journal.items() if v > base)
         checkpoint = Checkpoint(version=base, state=json.loads(state), created_at=created_at)
         entries = [
-            JournalEntry(version=v, request_id=r, kind=k, payload=json.loads(p), created_at=c)  # type: ignore[arg-type]
+            JournalEntry(version=v, request_id=r, kind=k, payload=json.loads(p), created_at=c)
             for v, (r, k, p, c) in tail
         ]
         check_tail(None, run, base, entries)
@@ -216,7 +216,7 @@ class MemoryStore:
         with self._lock:
             rows = sorted((v, row) for v, row in self._run(run).journal.items() if since < v <= until)
         return [
-            JournalEntry(version=v, request_id=r, kind=k, payload=json.loads(p), created_at=c)  # type: ignore[arg-type]
+            JournalEntry(version=v, request_id=r, kind=k, payload=json.loads(p), created_at=c)
             for v, (r, k, p, c) in rows
         ]
 

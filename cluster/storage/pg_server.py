@@ -146,8 +146,10 @@ class PostgresServer:
         return self._root / "data"
 
     def _pg_ctl_start(self) -> None:
-        options = f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self._root} -c fsync=on"
-        self._run("pg_ctl", "-D", str(self._data), "-l", str(self._root / "server.log"), "-o", options, "-w", "start")
+        root = self._root
+        assert root is not None  # start() makes the directory before it starts the server
+        options = f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={root} -c fsync=on"
+        self._run("pg_ctl", "-D", str(self._data), "-l", str(root / "server.log"), "-o", options, "-w", "start")
 
     def _chown(self, path: pathlib.Path) -> None:
         if os.getuid() == 0:
