@@ -25,7 +25,7 @@ from typing import Any
 
 from .exceptions import RunLockedElsewhere
 
-__all__ = ["WriterClaim", "claim", "lock_briefly", "unlock"]
+__all__ = ["WriterClaim", "claim", "lock_briefly", "remove_lock", "unlock"]
 
 logger = logging.getLogger(__name__)
 _LOG = {"component": "store"}
@@ -76,12 +76,42 @@ def _holder(fd: int) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
-def _try_lock(fd: int) -> bool:
+def _linked(fd: int, path: str) -> bool:
+    """Whether ``fd`` is still the file at ``path`` (a deleted run's lock file is removed)."""
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        return False
+    own = os.fstat(fd)
+    return (found.st_dev, found.st_ino) == (own.st_dev, own.st_ino)
+
+
+def _try_lock(fd: int, path: str) -> bool | None:
+    """Lock ``fd`` without waiting: True when locked, False when someone else holds it, None
+    when it was locked but its file had been removed meanwhile (its run was deleted, see
+    ``remove_lock``): a lock on a removed file excludes nobody, so open the path again."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return False
-    return True
+    if _linked(fd, path):
+        return True
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return None
+
+
+def remove_lock(store_file: str, run: str, fd: int) -> None:
+    """Remove the lock file of a deleted run, through ``fd`` that holds its lock (called just
+    before it is unlocked, once the deletion's transaction ended): lock files are kept only
+    for stored runs. Whoever opened the file before and locks it next finds it removed and
+    opens the path again (``_try_lock``), so no two holders ever exclude each other on two
+    different files."""
+    path = _lock_path(store_file, run)
+    try:
+        if _linked(fd, path):
+            os.unlink(path)
+    except OSError as exc:  # left behind: the next lock of the name reuses it
+        logger.warning("could not remove the writer lock of deleted run %r (%s)", run, exc, extra=_LOG)
 
 
 class WriterClaim:
@@ -92,10 +122,16 @@ class WriterClaim:
         self.store_file = store_file
         self.run = run
         self._fd = fd
+        self._deleted = False  # the holder deleted the run: its lock file goes at release
 
     @property
     def held(self) -> bool:
         return self._fd is not None
+
+    def run_deleted(self) -> None:
+        """The holder deleted the run: remove its lock file at ``release`` (not before: until
+        then this claim still excludes every other writer of the name)."""
+        self._deleted = True
 
     def release(self) -> None:
         """Give the run up (idempotent); the holder record is cleared first."""
@@ -104,6 +140,8 @@ class WriterClaim:
             return
         try:
             os.ftruncate(fd, 0)
+            if self._deleted:
+                remove_lock(self.store_file, self.run, fd)
             fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
@@ -117,7 +155,14 @@ def claim(store_file: str, run: str, holder: dict[str, Any], *, timeout: float) 
     if fd is None:
         return WriterClaim(store_file, run, None)
     deadline = time.monotonic() + timeout
-    while not _try_lock(fd):
+    path = _lock_path(store_file, run)
+    while not (locked := _try_lock(fd, path)):
+        if locked is None:  # removed with its deleted run: lock the file at the path now
+            os.close(fd)
+            fd = _open(store_file, run)
+            if fd is None:
+                return WriterClaim(store_file, run, None)
+            continue
         if time.monotonic() >= deadline:
             found = _holder(fd)
             os.close(fd)
@@ -134,14 +179,19 @@ def claim(store_file: str, run: str, holder: dict[str, Any], *, timeout: float) 
 def lock_briefly(store_file: str, run: str) -> int | None:
     """Lock the run for one transaction of a store that does not hold its claim; return the
     descriptor to ``unlock`` after the commit. ``RunLockedElsewhere`` if a writer holds it."""
-    fd = _open(store_file, run)
-    if fd is None:
-        return None
-    if not _try_lock(fd):
-        found = _holder(fd)
-        os.close(fd)
-        raise RunLockedElsewhere(path=store_file, run=run, holder=found)
-    return fd
+    path = _lock_path(store_file, run)
+    while True:
+        fd = _open(store_file, run)
+        if fd is None:
+            return None
+        locked = _try_lock(fd, path)
+        if locked:
+            return fd
+        if locked is False:
+            found = _holder(fd)
+            os.close(fd)
+            raise RunLockedElsewhere(path=store_file, run=run, holder=found)
+        os.close(fd)  # removed with its deleted run: lock the file at the path now
 
 
 def unlock(fd: int) -> None:

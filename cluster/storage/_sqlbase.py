@@ -104,6 +104,10 @@ class SqlStore(SingleWriter):
     def _close_resources(self) -> None:
         """Close the connections (the writer is already stopped)."""
 
+    def _run_deleted(self, conn: Conn, run: str) -> None:
+        """Inside the deletion of ``run`` (writer thread): drop what the database keeps per
+        run name for its one writer (a lock file, a claim record)."""
+
     # -- writes -----------------------------------------------------------------------
 
     def create_run(self, info: RunInfo, initial_state: dict[str, Any]) -> None:
@@ -222,11 +226,13 @@ class SqlStore(SingleWriter):
             if self._writer.retrying and not conn.execute("SELECT 1 FROM runs WHERE name = ?", (run,)).fetchone():
                 return  # deleted by this very write before its connection was lost
             self._require_run(conn, run)
-            # The activation row stays: a run created again under this name must still supersede
-            # any writer of the deleted one.
-            for table in ("journal", "requests", "checkpoints", "agents"):
+            # The activation goes too (kept, one row per name ever deleted stayed forever). The
+            # fence above passed, so no other activation can write the run any more: a newer
+            # one would have fenced this write, an older one finds no run to write to.
+            for table in ("journal", "requests", "checkpoints", "agents", "activations"):
                 conn.execute(f"DELETE FROM {table} WHERE run = ?", (run,))
             conn.execute("DELETE FROM runs WHERE name = ?", (run,))
+            self._run_deleted(conn, run)
 
         self._writer.submit(op).result()
 

@@ -302,6 +302,12 @@ class PostgresStore(SqlStore):
         if not free:
             raise RunLockedElsewhere(path=self._file, run=run, holder=holder_of(conn.raw, run))
 
+    def _run_deleted(self, conn: Any, run: str) -> None:
+        # A holder record outlives a writer that crashed (the server drops only its lock). Held
+        # here, it goes at release; held nowhere (this write took the lock), it goes now.
+        if run not in self._claims and run not in self._epochs:
+            conn.execute("DELETE FROM writer_claims WHERE run = ?", (run,))
+
     def _lock_runs(self, conn: Any) -> None:
         # SHARE conflicts with the ROW EXCLUSIVE lock every INSERT and UPDATE takes: it waits
         # for the transactions that wrote a run to end, and holds off the next ones.

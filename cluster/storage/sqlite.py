@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ._claims import WriterClaim, claim, lock_briefly, unlock
+from ._claims import WriterClaim, claim, lock_briefly, remove_lock, unlock
 from ._gate import WriteGate
 from ._schema import SCHEMA_VERSION, open_connection, open_writer, translate, validate_file
 from ._sqlbase import SqlStore
@@ -116,6 +116,7 @@ class SqliteStore(SqlStore):
     def __init__(self, path: str | os.PathLike[str], *, durability: Durability = "sync") -> None:
         self._init_common(os.path.abspath(os.fspath(path)), durability)
         self._readers: list[sqlite3.Connection] = []  # every thread's read connection (guarded by _lock)
+        self._deleted_locks: dict[int, str] = {}  # brief lock -> its run, deleted in this transaction (writer thread only)
         self._local = threading.local()
         existing = os.path.exists(self._file) and os.path.getsize(self._file) > 0
         if existing:
@@ -181,7 +182,25 @@ class SqliteStore(SqlStore):
         return lock_briefly(self._file, run)
 
     def _unlock(self, token: Any) -> None:
+        run = self._deleted_locks.pop(token, None)
+        if run is not None:  # the transaction deleted the run: its lock file goes, still locked
+            remove_lock(self._file, run, token)
         unlock(token)
+
+    def delete_run(self, run: str) -> None:
+        """Durably delete everything stored for ``run``, its lock file included (removed once the
+        deletion's transaction ended: this returns after that); ``RunNotFound`` if not stored."""
+        super().delete_run(run)
+        self._writer.submit(None).result()  # the next transaction begins once that one's locks were let go
+
+    def _run_deleted(self, conn: sqlite3.Connection, run: str) -> None:
+        # The lock file is removed once the deletion's transaction ended, before its lock is
+        # let go (removed sooner, a writer could claim a new file while this one still writes).
+        claimed = self._claims.get(run)
+        if isinstance(claimed, WriterClaim):
+            claimed.run_deleted()
+        elif run in self._brief:
+            self._deleted_locks[self._brief[run]] = run
 
     def _close_resources(self) -> None:
         with self._lock:
