@@ -119,7 +119,7 @@ from actors.telemetry import (
 )
 
 __all__ = [
-    # DESIGN.md's contract
+    # the contract (docs/design.md)
     "Orchestrator", "Change", "VersionConflict", "Call", "Result", "handoff", "parallel_handoff",
     "DEFAULT_MAX_PARALLEL", "HARD_MAX_PARALLEL", "ToolCaller", "ToolCallResult", "TextContent",
     "SkillRegistry", "ManagedAgent", "to_stored_record", "to_payload",

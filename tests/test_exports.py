@@ -21,18 +21,18 @@ ROOT = Path(__file__).resolve().parent.parent
 
 EXPORTS: dict[str, dict[str, list[str]]] = {
     "coordinators": {
-        "DESIGN.md's contract": ["TransitionType", "StateTransition", "TransitionBatch", "CoordinatorResult", "Message",
-                                 "AgentState", "ContextSnapshot", "Coordinator", "TransitionError", "reduce"],
+        "docs/design.md's contract": ["TransitionType", "StateTransition", "TransitionBatch", "CoordinatorResult", "Message",
+                                      "AgentState", "ContextSnapshot", "Coordinator", "TransitionError", "reduce"],
         "the typed parts of AgentState (pending calls, sessions)": ["PendingToolCall", "Session"],
         "the orchestrator validates each new state sharing its predecessor's frozen records": ["shared_records"],
         "deep freezing: what snapshots are made of, for users who build their own views": [
             "freeze", "thaw", "FrozenDict", "FrozenList", "check_json_clean"],
     },
     "actors": {
-        "DESIGN.md's contract": ["Orchestrator", "Change", "VersionConflict", "Call", "Result", "handoff",
-                                 "parallel_handoff", "DEFAULT_MAX_PARALLEL", "HARD_MAX_PARALLEL", "ToolCaller",
-                                 "ToolCallResult", "TextContent", "SkillRegistry", "ManagedAgent", "to_stored_record",
-                                 "to_payload"],
+        "docs/design.md's contract": ["Orchestrator", "Change", "VersionConflict", "Call", "Result", "handoff",
+                                      "parallel_handoff", "DEFAULT_MAX_PARALLEL", "HARD_MAX_PARALLEL", "ToolCaller",
+                                      "ToolCallResult", "TextContent", "SkillRegistry", "ManagedAgent", "to_stored_record",
+                                      "to_payload"],
         "the orchestrator's report (statistics()) and the Ray name of a named run's actor": [
             "OrchestratorStatistics", "actor_name"],
         "one run's writer in this process without Ray: tests of coordinators, stores, activation and fencing": [
@@ -76,7 +76,7 @@ EXPORTS: dict[str, dict[str, list[str]]] = {
             "MergeConflict", "NotPicklable"],
     },
     "cluster": {
-        "DESIGN.md's contract": ["connect"],
+        "docs/design.md's contract": ["connect"],
         "what connect() reports and the namespace soloist's named actors live in": ["ClusterInfo", "SOLOIST_NAMESPACE"],
         "the cluster-wide semaphore and its errors": [
             "ClusterSemaphore", "Lease", "SemaphoreStatistics", "SemaphoreTimeout", "SemaphoreUnavailable",
