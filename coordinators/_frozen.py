@@ -209,8 +209,25 @@ def check_json_clean(value: Any, where: str) -> None:
         raise ValueError("; ".join(problems))
 
 
+def _text_problem(text: str) -> str | None:
+    """Why ``text`` cannot be stored as JSON text (an unpaired surrogate: no UTF-8 encodes it),
+    or None. ASCII, the common case, is checked without encoding."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"holds an unpaired surrogate {text[exc.start]!r} at index {exc.start} (not valid Unicode text, so not JSON-clean)"
+    return None
+
+
 def _collect(value: Any, where: str, problems: list[str], path_ids: set[int]) -> None:
-    if value is None or isinstance(value, (bool, int, str)):
+    if isinstance(value, str):
+        problem = _text_problem(value)
+        if problem is not None:
+            problems.append(f"{where}: string {problem}")
+        return
+    if value is None or isinstance(value, (bool, int)):
         return
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -225,6 +242,10 @@ def _collect(value: Any, where: str, problems: list[str], path_ids: set[int]) ->
             for key, item in value.items():
                 if not isinstance(key, str):
                     problems.append(f"{where}: key {key!r} is not a string (JSON keys must be str)")
+                    continue
+                problem = _text_problem(key)
+                if problem is not None:
+                    problems.append(f"{where}: key {key!r} {problem}")
                     continue
                 _collect(item, f"{where}.{key}", problems, path_ids)
         else:

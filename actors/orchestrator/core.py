@@ -29,7 +29,7 @@ from actors.orchestrator._actor import Hosting, OrchestratorActor
 from actors.orchestrator._recovery import stored_run_spec
 from actors.orchestrator.changes import Change
 from actors.orchestrator.spec import DEFAULT_KEEP_VERSIONS, OrchestratorStatistics, RunSpec
-from cluster.storage import Store, WriterFenced, check_durability
+from cluster.storage import Store, WriterFenced, check_durability, check_request_id
 from coordinators import ContextSnapshot, StateTransition, TransitionBatch
 
 __all__ = ["RunCore"]
@@ -129,7 +129,7 @@ class RunCore(Generic[S]):
         """Run ``fn`` on a copy of the state; commit the validated result; return the version."""
         if fn is None or not callable(fn):
             raise TypeError("apply() takes a function that mutates the state it is given (or returns a new one)")
-        return await self._writer.apply_fn(self._token, request_id or uuid.uuid4().hex, fn)
+        return await self._writer.apply_fn(self._token, _request_id(request_id), fn)
 
     async def apply_batch(
         self, batch: TransitionBatch | Iterable[StateTransition], *, expected_version: int | None = None,
@@ -143,7 +143,7 @@ class RunCore(Generic[S]):
         for i, t in enumerate(transitions):
             if not isinstance(t, StateTransition):
                 raise TypeError(f"apply_batch: item {i} is a {type(t).__name__}, not a StateTransition")
-        return await self._writer.apply_batch(self._token, request_id or uuid.uuid4().hex, transitions, expected_version)
+        return await self._writer.apply_batch(self._token, _request_id(request_id), transitions, expected_version)
 
     async def close(self) -> None:
         """Checkpoint the run and let its store go. Idempotent."""
@@ -170,3 +170,7 @@ class RunCore(Generic[S]):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _request_id(request_id: str | None) -> str:
+    return uuid.uuid4().hex if request_id is None else check_request_id(request_id)

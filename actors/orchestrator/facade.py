@@ -56,7 +56,7 @@ from actors.callers.protocol import ToolCaller
 from actors.orchestrator.spec import DEFAULT_KEEP_VERSIONS, OrchestratorStatistics, RunDescription, RunSpec
 from cluster.connect import current_job_id, ensure_connected, wait_ref
 from cluster.semaphore import ClusterSemaphore
-from cluster.storage import Store, check_durability
+from cluster.storage import Store, check_durability, check_request_id
 from coordinators import ContextSnapshot, StateTransition, TransitionBatch
 
 __all__ = ["Orchestrator", "DEFAULT_MAX_PARALLEL", "HARD_MAX_PARALLEL", "actor_name"]
@@ -789,9 +789,7 @@ def _check_retention(keep_versions: Any, keep_days: Any) -> None:
 def _request_id(request_id: str | None) -> str:
     if request_id is None:
         return uuid.uuid4().hex
-    if not isinstance(request_id, str) or not request_id.strip():
-        raise ValueError(f"request_id must be a non-empty string or None, got {request_id!r}")
-    return request_id
+    return check_request_id(request_id)
 
 
 class _ComponentLogger(logging.LoggerAdapter):  # type: ignore[type-arg]

@@ -20,6 +20,7 @@ from .base import (
     StoreHealth,
     StoreStatistics,
     check_durability,
+    check_request_id,
 )
 from .diff import apply_diff, diff_states
 from .exceptions import (
@@ -55,6 +56,7 @@ __all__ = [
     "DURABILITY_MODES",
     "Durability",
     "check_durability",
+    "check_request_id",
     "JournalEntry",
     "JournalGap",
     "MemoryStore",
@@ -91,6 +93,17 @@ __all__ = [
 ]
 
 
+_S = typing.TypeVar("_S", bound=Store)
+
+
+@typing.overload
+def open_store(spec: None, *, durability: Durability = "sync") -> None: ...
+@typing.overload
+def open_store(spec: str | os.PathLike[str], *, durability: Durability = "sync") -> SqliteStore | PostgresStore: ...
+@typing.overload
+def open_store(spec: _S, *, durability: Durability = "sync") -> _S: ...
+@typing.overload
+def open_store(spec: str | os.PathLike[str] | Store | None, *, durability: Durability = "sync") -> Store | None: ...
 def open_store(
     spec: str | os.PathLike[str] | Store | None, *, durability: Durability = "sync"
 ) -> Store | None:

@@ -23,6 +23,8 @@ from ._blobs import blob_digests, pack_metadata, unpack_metadata
 from ._single_writer import Claim, SingleWriter
 from ._writer import GroupCommitWriter, Mergeable
 from .base import (
+    check_durability,
+    check_request_id,
     KEEP_CHECKPOINTS,
     AgentRecordRow,
     Checkpoint,
@@ -45,7 +47,7 @@ from .exceptions import (
     WriterFenced,
 )
 
-__all__ = ["SqlStore", "check_durability"]
+__all__ = ["SqlStore"]
 
 logger = logging.getLogger(__name__)
 _LOG = {"component": "store"}
@@ -54,12 +56,6 @@ _ENTRY_COLUMNS = "version, request_id, kind, payload, created_at"
 
 T = TypeVar("T")
 Conn = Any  # a DB-API connection whose ``execute(sql, params)`` returns a cursor ("?" placeholders)
-
-
-def check_durability(durability: str) -> None:
-    """``ValueError`` unless ``durability`` is one of ``sync``, ``batch``, ``exit``."""
-    if durability not in ("sync", "batch", "exit"):
-        raise ValueError(f"durability must be 'sync', 'batch' or 'exit', not {durability!r}")
 
 
 class SqlStore(SingleWriter):
@@ -137,7 +133,7 @@ class SqlStore(SingleWriter):
         """Enqueue entries; the future resolves once they are committed (see class docstring)."""
         entries = list(entries)
         rows = [
-            (run, e.version, e.request_id, e.kind, payload_text(e), e.created_at)
+            (run, e.version, check_request_id(e.request_id), e.kind, payload_text(e), e.created_at)
             for e in entries
         ]
         if self.durability == "exit":

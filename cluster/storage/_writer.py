@@ -1,8 +1,8 @@
 """The group-commit writer: one thread, the only write connection, one transaction per group.
 
 Callers queue operations (``fn(conn)``) and get futures. The thread drains everything
-queued so far into ONE transaction, runs each operation inside its own savepoint (a
-``StoreError`` rolls back that operation alone and fails only its future; a group of one
+queued so far into ONE transaction, runs each operation inside its own savepoint (whatever
+an operation raises rolls back that operation alone and fails only its future; a group of one
 operation needs none), commits, and
 only then resolves the futures, so concurrent callers share one commit (one fsync). If the
 transaction itself fails (full disk, read-only file, I/O error), every operation it
@@ -241,13 +241,23 @@ class GroupCommitWriter:
                         session.savepoint()
                     try:
                         result = op.fn(session.conn)
-                    except StoreError as exc:
-                        if savepoints:
-                            session.rollback_savepoint()
-                        else:
-                            session.rollback()
-                            aborted = True
-                        outcomes.append((op, None, exc))
+                    except Exception as exc:
+                        # Whatever one operation raised (a refused write, a value its database
+                        # cannot hold, a bug) is that operation's outcome alone: the others of
+                        # the group still commit. A lost connection is the group's (retried).
+                        if session.lost(exc):
+                            raise
+                        try:
+                            if savepoints:
+                                session.rollback_savepoint()
+                            else:
+                                session.rollback()
+                                aborted = True
+                        except Exception:
+                            raise exc from None  # the transaction went with it (a full disk): the group's failure
+                        if not isinstance(exc, StoreError):
+                            logger.error("store %s: a write failed on its own: %r", self._path, exc, extra=_LOG)
+                        outcomes.append((op, None, exc if isinstance(exc, StoreError) else session.translate(exc)))
                     else:
                         if savepoints:
                             session.release()
@@ -284,8 +294,13 @@ class GroupCommitWriter:
         session.savepoint()
         try:
             results = first.merged([op.fn for op in unit[1:]])(session.conn)
-        except StoreError:
-            session.rollback_savepoint()
+        except Exception as exc:
+            if session.lost(exc):
+                raise
+            try:
+                session.rollback_savepoint()
+            except Exception:
+                raise exc from None  # the transaction went with it: the group's failure
             return False
         session.release()
         outcomes.extend((op, result, None) for op, result in zip(unit, results))

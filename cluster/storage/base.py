@@ -226,11 +226,36 @@ _COMPACT = json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii
 
 
 def dump_json(value: Any, what: str) -> str:
-    """Encode a JSON-clean value compactly; ``ValueError`` naming ``what`` otherwise."""
+    """Encode a JSON-clean value compactly; ``ValueError`` naming ``what`` otherwise (an
+    unpaired surrogate included: no database can store that text, and refused here it fails
+    this write alone, not the group commit it would have joined)."""
     try:
-        return _COMPACT.encode(value)  # one encoder: json.dumps would build one per call
+        text = _COMPACT.encode(value)  # one encoder: json.dumps would build one per call
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{what} is not JSON-clean: {exc}") from exc
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"{what} is not JSON-clean: it holds an unpaired surrogate {text[exc.start]!r} "
+                             "(not valid Unicode text)") from None
+    return text
+
+
+def check_request_id(request_id: object) -> str:
+    """``request_id`` itself when a store can keep it: a non-empty string of valid Unicode
+    text without NUL (PostgreSQL refuses NUL in text, and no encoding holds an unpaired
+    surrogate). ``ValueError`` naming it otherwise."""
+    if not isinstance(request_id, str) or not request_id.strip():
+        raise ValueError(f"request_id must be a non-empty string or None, got {request_id!r}")
+    if not request_id.isascii() or "\x00" in request_id:
+        if "\x00" in request_id:
+            raise ValueError(f"request_id {request_id!r} holds a NUL character, which a store cannot keep")
+        try:
+            request_id.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"request_id {request_id!r} holds an unpaired surrogate (not valid Unicode text)") from None
+    return request_id
 
 
 def dump_json_values(value: Any, what: str | Callable[[], str]) -> str:

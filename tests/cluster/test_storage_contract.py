@@ -532,3 +532,29 @@ def test_row_with_invalid_json_is_reported_corrupted(store_location: StoreLocati
     with pytest.raises(StoreCorrupted, match="journal version 2 of run 'run' is not valid JSON"):
         s.load("run")
     assert s.find_request("run", "req-5") == 5
+
+
+# -- one run's bad value fails that write alone -------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [
+    pytest.param({"payload": {"text": "a\ud800b"}}, id="unpaired-surrogate-in-payload"),
+    pytest.param({"request_id": "req\x00nul"}, id="nul-in-request-id"),
+    pytest.param({"request_id": "req\udfff"}, id="unpaired-surrogate-in-request-id"),
+])
+def test_a_value_no_database_can_hold_is_refused_at_once_and_other_runs_appends_commit(store: Any, bad: dict[str, Any]) -> None:
+    """Refused when the append is made, naming what is wrong, before it can join (and fail)
+    another run's group commit; the run's journal is unchanged and goes on."""
+    store.create_run(info("bad"), {"n": 0})
+    store.create_run(info("good"), {"n": 0})
+    fields: dict[str, Any] = {"payload": {"ok": 1}, **bad}
+    with pytest.raises(ValueError, match="unpaired surrogate|NUL"):
+        store.append("bad", [JournalEntry(version=1, kind="fn", created_at=0.0, **{"request_id": "r-bad", **fields})])
+    # Many appends of the other run, queued together (one group), all commit.
+    pending = [store.append("good", [entry(v)]) for v in range(1, 21)]
+    for done in pending:
+        done.result()
+    assert [e.version for e in store.load("good")[1]] == list(range(1, 21))
+    assert store.load("bad")[1] == []
+    store.append("bad", [entry(1)]).result()
+    assert [e.version for e in store.load("bad")[1]] == [1]

@@ -127,7 +127,7 @@ def test_writes_after_close_fail_with_store_closed(store: Store) -> None:
 def test_package_exports_exactly_the_public_surface() -> None:
     assert sorted(cluster.storage.__all__) == sorted(
         [
-            "SCHEMA_VERSION", "AgentRecordRow", "Checkpoint", "DuplicateRequest", "Durability", "DURABILITY_MODES", "check_durability", "JournalEntry",
+            "SCHEMA_VERSION", "AgentRecordRow", "Checkpoint", "DuplicateRequest", "Durability", "DURABILITY_MODES", "check_durability", "check_request_id", "JournalEntry",
             "JournalGap", "MemoryStore", "PostgresStore", "RunExists", "RunInfo", "RunLockedElsewhere", "RunNotFound", "SchemaTooNew",
             "SqliteStore", "Store", "StoreClosed", "StoreCorrupted", "StoreError", "StoreHealth", "StoreReadOnly", "StoreStatistics",
             "StoreUnreachable", "WriterFenced",
