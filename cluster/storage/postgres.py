@@ -77,6 +77,13 @@ def _placeholders(text: str) -> str:
     return text.replace("%", "%%").replace("?", "%s")
 
 
+def _try_xact_lock(raw: psycopg.Connection[Any], key: int) -> bool:
+    """``pg_try_advisory_xact_lock(key)``: True when this transaction now holds the lock."""
+    row = raw.execute("SELECT pg_try_advisory_xact_lock(%s)", (key,)).fetchone()
+    assert row is not None  # a SELECT of one function call returns exactly one row
+    return bool(row[0])
+
+
 class _Conn:
     """A psycopg connection that speaks the shared SQL (``?`` placeholders)."""
 
@@ -290,16 +297,14 @@ class PostgresStore(SqlStore):
         key = advisory_key(self._schema, run)
 
         def probe(conn: _Conn) -> dict[str, Any] | None:
-            (free,) = conn.raw.execute("SELECT pg_try_advisory_xact_lock(%s)", (key,)).fetchone()
-            return None if free else holder_of(conn.raw, run)
+            return None if _try_xact_lock(conn.raw, key) else holder_of(conn.raw, run)
 
         held = self._query(probe)
         if held is not None:
             raise RunLockedElsewhere(path=self._file, run=run, holder=held)
 
     def _lock_briefly(self, conn: _Conn, run: str) -> None:
-        (free,) = conn.raw.execute("SELECT pg_try_advisory_xact_lock(%s)", (advisory_key(self._schema, run),)).fetchone()
-        if not free:
+        if not _try_xact_lock(conn.raw, advisory_key(self._schema, run)):
             raise RunLockedElsewhere(path=self._file, run=run, holder=holder_of(conn.raw, run))
 
     def _run_deleted(self, conn: Any, run: str) -> None:
@@ -332,7 +337,7 @@ class PostgresStore(SqlStore):
     def _vacuum(self) -> None:
         try:
             if self._vacuum_conn is None or self._vacuum_conn.closed:
-                self._vacuum_conn = connect(self._url, self.path, deadline=None, autocommit=True)
+                self._vacuum_conn = connect(self._url, self._file, deadline=None, autocommit=True)
             self._vacuum_conn.execute("VACUUM journal, requests, checkpoints")
         except (StoreError, psycopg.Error) as exc:  # maintenance: the next compaction tries again
             logger.warning("store %s: vacuum after compaction failed: %s", self.path, exc, extra=_LOG)
