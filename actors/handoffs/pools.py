@@ -42,6 +42,7 @@ from actors.callers.policy import PoolPolicy, ReplicaResources, check_cluster_ha
 from actors.callers.protocol import DEFAULT_POOL, DEFAULT_RETIRE_AFTER_S, PooledCaller, RetiringPools, ScalingPools
 from actors.handoffs.replica import ReplicaLoad, create_replica
 from cluster.connect import SOLOIST_NAMESPACE
+from cluster.metrics.registry import run_closed
 from cluster.process import Table, WeakIdMap, process_registry
 from cluster.replicas import acquire_replica_place, capacity_for, live_replica_names, nodes_for, replica_pool_of
 
@@ -503,8 +504,9 @@ def track(caller: Any, run: str, orchestrator_actor: Any) -> None:
 
 
 def untrack(run: str) -> None:
-    """Stop reporting replicas to ``run`` (it was closed)."""
+    """Stop reporting replicas to ``run`` (it was closed), and let its metric series go."""
     _TRACKERS.pop_where(lambda key: key[1] == run)
+    run_closed(run)
 
 
 def _trackers_of(key: str) -> list[Any]:

@@ -8,6 +8,7 @@ merge logic without Ray, so it is unit-tested directly.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import ray
@@ -95,23 +96,52 @@ class Aggregate:
         )
 
 
+#: The gauge every orchestrator sets as it starts and after each write: a value set after a
+#: run was closed means the run was opened again (attached), and its series stay.
+_STARTED = "soloist_state_version"
+
+
 class MetricsCollector:
-    """The actor behind ``collector_handle()``: merges pushed deltas, reports totals."""
+    """The actor behind ``collector_handle()``: merges pushed deltas, reports totals, and
+    drops the series of closed runs once their final values had time to be scraped."""
 
     def __init__(self) -> None:
         self._aggregate = Aggregate()
         self._pushes = 0  # deltas merged since the actor (re)started
+        # Closed runs whose series are still shown: orchestrator -> (when it closed, by the
+        # closer's clock; when its series go, by this actor's clock). An entry leaves when its
+        # series go, or when the run is opened again: its size is the runs closed lately.
+        self._closed: dict[str, tuple[float, float]] = {}
 
     def push(self, delta: MetricsDelta) -> int:
         self._aggregate.merge(delta)
         self._pushes += 1
+        if self._closed:
+            for (name, labels), (_value, at) in delta.gauge_sets.items():
+                closed = self._closed.get(labels[0]) if name == _STARTED and labels else None
+                if closed is not None and at > closed[0]:
+                    del self._closed[labels[0]]  # set after its close: opened again
+            self._expire()
         return self._pushes
 
     def totals(self) -> MetricsDelta:
+        self._expire()
         return self._aggregate.totals()
 
     def forget(self, orchestrator: str) -> int:
+        self._closed.pop(orchestrator, None)
         return self._aggregate.forget(orchestrator)
+
+    def closed(self, orchestrator: str, at: float, keep_s: float) -> None:
+        """``orchestrator``'s run closed at ``at``: drop its series ``keep_s`` seconds from now
+        (pushes still under way, the final scrapes), unless it is opened again meanwhile."""
+        self._closed[orchestrator] = (at, time.time() + max(0.0, keep_s))
+        self._expire()
+
+    def _expire(self) -> None:
+        now = time.time()
+        for orchestrator in [o for o, (_at, until) in self._closed.items() if until <= now]:
+            self.forget(orchestrator)
 
 
 _RemoteCollector = ray.remote(MetricsCollector)

@@ -52,7 +52,7 @@ from cluster.metrics._collector import (
 
 __all__ = [
     "METRICS", "MetricSpec", "BUCKETS", "serve_metrics", "MetricsServer", "flush", "enable", "disable", "enabled",
-    "forget", "families", "render", "record_apply", "record_snapshot", "record_handoff", "record_semaphore_wait",
+    "forget", "run_closed", "KEEP_CLOSED_S", "families", "render", "record_apply", "record_snapshot", "record_handoff", "record_semaphore_wait",
     "add_in_flight", "set_state_version", "record_subagent_call", "record_queue_wait", "add_replicas", "request_flush", "read_totals", "handoffs_in_flight",
 ]
 
@@ -261,6 +261,25 @@ def request_flush() -> None:
 def forget(orchestrator: str) -> int:
     """Drop every series of ``orchestrator`` from the collector (a finished run); returns how many."""
     return int(wait_ref(collector_handle().forget.remote(orchestrator), timeout=30))
+
+
+#: How long a closed run's series stay on the endpoint (``SOLOIST_METRICS_KEEP_CLOSED_S``):
+#: long enough for the pushes still under way and for Prometheus to scrape their final values.
+KEEP_CLOSED_S = 300.0
+
+
+def run_closed(orchestrator: str) -> None:
+    """``orchestrator``'s run was closed: the collector drops its series after
+    ``SOLOIST_METRICS_KEEP_CLOSED_S`` seconds (default ``KEEP_CLOSED_S``), unless it is opened
+    again meanwhile. Without it every run ever opened kept its series until the cluster ended.
+    Sends and returns at once (callable on an event loop); nothing to do without Ray."""
+    if not _recorder.enabled or not ray.is_initialized():
+        return
+    keep = float(os.environ.get("SOLOIST_METRICS_KEEP_CLOSED_S", KEEP_CLOSED_S))
+    try:
+        collector_handle().closed.remote(orchestrator, time.time(), keep)
+    except Exception as exc:  # the series stay; closing the run must not fail for it
+        _log.warning("could not tell the metrics collector that %r closed: %s", orchestrator, exc, extra=_LOG_EXTRA)
 
 
 # ------------------------------------------------------------------ what the runtime records
