@@ -19,10 +19,12 @@ import ray
 from pydantic import BaseModel, ConfigDict
 from ray._private.state import state as _ray_state  # the GCS job table (see ended_jobs)
 from ray.exceptions import GetTimeoutError
+from ray.experimental.internal_kv import _internal_kv_get, _internal_kv_put  # the GCS key-value store (see shared_setting)
 
 from cluster.local_cluster import use_token_auth
 
 __all__ = [
+    "shared_setting",
     "ClusterInfo",
     "connect",
     "ensure_connected",
@@ -222,3 +224,19 @@ def ended_jobs(job_ids: set[str]) -> set[str]:
     if not job_ids:
         return set()
     return {entry["JobID"] for entry in _ray_state.job_table() if entry.get("IsDead") and entry["JobID"] in job_ids}
+
+
+_SETTINGS_NAMESPACE = "soloist"
+
+
+def shared_setting(key: str, proposed: str) -> str:
+    """A value every process of the connected cluster agrees on: the first process to ask
+    records ``proposed`` in the cluster's own key-value store (its GCS); every later process
+    gets that record, whatever it proposes. For what must not differ between processes, e.g.
+    how many run hosts a run's name is hashed over: two processes with two counts would put
+    one run on two hosts. The record lives as long as the cluster."""
+    _internal_kv_put(key, proposed, overwrite=False, namespace=_SETTINGS_NAMESPACE)  # first writer wins
+    value = _internal_kv_get(key, namespace=_SETTINGS_NAMESPACE)
+    if value is None:  # deleted in between by hand: this proposal stands
+        return proposed
+    return value.decode()

@@ -170,8 +170,10 @@ class ProcessRegistry:
         self.metrics_collector: Table[str, Any] = Table("metrics.collector", per_session=True)
         # The cluster-wide replica budget's actor handle (``cluster.replicas``).
         self.replica_budget: Table[str, Any] = Table("replicas.budget", per_session=True)
-        # actors.orchestrator: the run hosts' actor handles, by host name.
+        # actors.orchestrator: the run hosts' actor handles, by host name, and the settings
+        # every process of the cluster shares (``cluster.connect.shared_setting``), by key.
         self.run_hosts: Table[str, Any] = Table("orchestrator.run_hosts", per_session=True)
+        self.shared_settings: Table[str, str] = Table("orchestrator.shared_settings", per_session=True)
         # cluster.cli.ui: one open store per path for the runs page's lifetime.
         self.ui_stores: Table[str, Any] = Table("ui.stores", per_session=False)
 

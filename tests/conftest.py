@@ -140,16 +140,24 @@ def ray_module(_ray_teardown: None) -> None:
 _NODE_OBJECT_STORE_BYTES = 100 * 1024 * 1024
 
 
-def _start_multinode() -> Any:
-    """A head (2 CPUs, no dashboard) and two 1-CPU worker nodes; on a failed start, every node
-    that did start is shut down before the error propagates (so a retry starts clean)."""
+#: Each node of ``multinode_cluster`` has a "disk" of its own: this variable names a directory
+#: of that node's (in its processes' environment), so one store path such as
+#: ``$SOLOIST_TEST_NODE_DISK/runs.sqlite`` is a different file on each node, as on real machines.
+NODE_DISK_VARIABLE = "SOLOIST_TEST_NODE_DISK"
+
+
+def _start_multinode(disks: list[str]) -> Any:
+    """A head (2 CPUs, no dashboard) and two 1-CPU worker nodes, node ``i``'s disk ``disks[i]``;
+    on a failed start, every node that did start is shut down before the error propagates (so a
+    retry starts clean)."""
     from ray.cluster_utils import Cluster
 
     cluster = Cluster()
     try:
-        cluster.add_node(num_cpus=2, object_store_memory=_NODE_OBJECT_STORE_BYTES, include_dashboard=False)
-        for _ in range(2):
-            cluster.add_node(num_cpus=1, object_store_memory=_NODE_OBJECT_STORE_BYTES)
+        cluster.add_node(num_cpus=2, object_store_memory=_NODE_OBJECT_STORE_BYTES, include_dashboard=False,
+                         env_vars={NODE_DISK_VARIABLE: disks[0]})
+        for disk in disks[1:]:
+            cluster.add_node(num_cpus=1, object_store_memory=_NODE_OBJECT_STORE_BYTES, env_vars={NODE_DISK_VARIABLE: disk})
     except Exception:
         cluster.shutdown()
         raise
@@ -157,23 +165,37 @@ def _start_multinode() -> Any:
 
 
 @pytest.fixture(scope="module")
-def multinode_cluster(_ray_teardown: None) -> Iterator[Any]:
+def multinode_cluster(_ray_teardown: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A head (2 CPUs) and two worker nodes (1 CPU each): three raylets on this machine.
 
     Replaces the session's Ray for the module (the next ``ray_session`` starts it again) and
     shuts every node down afterwards. A node Ray gave up on after its fixed 30 s (a busy
-    machine) is started again, as the session's Ray is.
+    machine) is started again, as the session's Ray is. Each node has a disk of its own
+    (``NODE_DISK_VARIABLE``; ``cluster.disks``, the head's first, which is also this driver's).
     """
     import ray
 
     if ray.is_initialized():
         ray.shutdown()
-    cluster = _start_with_retry(_start_multinode, lambda: None)
+    base = tmp_path_factory.mktemp("node-disks")
+    disks = [str(base / f"node-{i}") for i in range(3)]
+    for disk in disks:
+        os.makedirs(disk)
+    cluster = _start_with_retry(lambda: _start_multinode(disks), lambda: None)
+    cluster.disks = disks
+    before = os.environ.get(NODE_DISK_VARIABLE)
+    os.environ[NODE_DISK_VARIABLE] = disks[0]  # this driver runs on the head node
     ray.init(address=cluster.address, namespace="soloist-tests")
     cluster.wait_for_nodes()
-    yield cluster
-    ray.shutdown()
-    cluster.shutdown()
+    try:
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        if before is None:
+            os.environ.pop(NODE_DISK_VARIABLE, None)
+        else:
+            os.environ[NODE_DISK_VARIABLE] = before
 
 
 @pytest.fixture(scope="session")

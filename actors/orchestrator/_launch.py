@@ -17,7 +17,7 @@ from actors.orchestrator._actor import OrchestratorActor
 from actors.orchestrator._placement_kind import placement_of, scheduling_strategy
 from actors.orchestrator.spec import RunSpec
 from cluster.connect import SOLOIST_NAMESPACE
-from cluster.storage import Durability, RunLockedElsewhere, Store, is_postgres_url, open_store
+from cluster.storage import Durability, RunLockedElsewhere, Store, is_postgres_url, open_store, portable_path
 
 __all__ = ["actor_name", "start_actor", "prepare_store", "store_location", "stored_owner", "translate_creation_error", "writer_elsewhere"]
 
@@ -105,7 +105,7 @@ def prepare_store(store: Any, name: str, durability: str, *, creating: bool) -> 
     if hasattr(store, "append") or is_postgres_url(store):
         return store
     # absolute: the actor opens it, and a worker's current directory need not be the driver's
-    return os.path.abspath(os.fspath(store))
+    return portable_path(store)
 
 
 def store_location(store: Any) -> Any:
@@ -115,7 +115,7 @@ def store_location(store: Any) -> Any:
     if store is None or isinstance(store, Store) or is_postgres_url(store):
         return store
     if isinstance(store, (str, os.PathLike)):
-        return os.path.abspath(os.fspath(store))
+        return portable_path(store)
     raise TypeError(f"store must be a path, a Store or None, not {type(store).__name__}")
 
 

@@ -3,9 +3,12 @@
 Every process computes the same host for a run from its name alone (no directory to ask or
 rebuild), and a host that dies comes back under the same name (Ray restarts it; a host that
 retired or whose node was lost is created again by the next call). Runs of the two placement
-kinds (``_placement_kind``) have hosts of their own: ``soloist:host:<i>`` pinned to the node
-that started them (store files, memory), ``soloist:host:db:<i>`` free to move (database
-stores; Ray restarts one on a surviving node when its node is lost). Single activation
+kinds (``_placement_kind``) have hosts of their own: ``soloist:host:<node id>:<i>`` on the
+node of the process that places the run and pinned there, since the run's store file (or
+its memory) is that node's; ``soloist:host:db:<i>`` free to move (database stores; Ray
+restarts one on a surviving node when its node is lost). The number of hosts ``<i>`` ranges
+over is the cluster's, recorded by the first process that places a run (``host_count``):
+a count of each process's own would put one run on two hosts. Single activation
 follows: one name, one host actor, and one ``_Slot`` per run inside it; an activation that
 is superseded anyway (a host presumed dead, a driver of another cluster) is fenced by the
 run's epoch in its store.
@@ -29,27 +32,34 @@ import ray
 from actors.orchestrator._host import Reload, RunHostActor, RunNotHeld, TicketLost, reload_of
 from actors.orchestrator._placement_kind import Placement, placement_of, scheduling_strategy
 from actors.orchestrator.spec import RunSpec
-from cluster.connect import SOLOIST_NAMESPACE, wait_ref
+from cluster.connect import SOLOIST_NAMESPACE, node_id, shared_setting, wait_ref
 from cluster.process import process_registry
 
-__all__ = ["HOST_PREFIX", "MOVABLE_HOST_PREFIX", "HostedActor", "HostSettings", "host_settings", "host_name_for", "open_hosted", "open_hosted_async", "hosted_handle"]
+__all__ = ["HOST_PREFIX", "MOVABLE_HOST_PREFIX", "HostCountMismatch", "HostedActor", "HostSettings", "host_count", "host_settings", "host_name_for", "live_host_names", "open_hosted", "open_hosted_async", "hosted_handle"]
 
-HOST_PREFIX = "soloist:host:"  # every host's name starts so; a node-bound host's is HOST_PREFIX + i
+HOST_PREFIX = "soloist:host:"  # every host's name starts so; a node-bound host's is HOST_PREFIX + "<node id>:<i>"
 MOVABLE_HOST_PREFIX = HOST_PREFIX + "db:"  # hosts of runs stored in a database: not pinned to a node
 _PREFIXES: dict[Placement, str] = {"node": HOST_PREFIX, "anywhere": MOVABLE_HOST_PREFIX}
 _RemoteHost = ray.remote(RunHostActor)
 _RETRY_SECONDS = 60.0  # how long a call waits for a retiring host's name to be free again
 
 
+_HOSTS_KEY = "run-hosts"  # the cluster's host count, in its shared settings
+_DEFAULT_HOSTS = 2
+
+
+class HostCountMismatch(ValueError):
+    """This process asks for another number of run hosts than the cluster places runs over."""
+
+
 class HostSettings:
     """Hosts of this process's cluster, from the environment of the process that starts them:
-    ``SOLOIST_RUN_HOSTS`` hosts (default 2), a durable run unloaded after
-    ``SOLOIST_UNLOAD_AFTER_S`` idle seconds (default 60), a host without runs ended after
-    ``SOLOIST_HOST_RETIRE_S`` (default 30), at most ``SOLOIST_HOST_MAX_RUNS`` runs per host
-    (default 100,000; read by the driver that starts a run)."""
+    a durable run unloaded after ``SOLOIST_UNLOAD_AFTER_S`` idle seconds (default 60), a host
+    without runs ended after ``SOLOIST_HOST_RETIRE_S`` (default 30), at most
+    ``SOLOIST_HOST_MAX_RUNS`` runs per host (default 100,000; read by the driver that starts a
+    run). How many hosts there are is the cluster's (``host_count``)."""
 
     def __init__(self) -> None:
-        self.count = _env_number("SOLOIST_RUN_HOSTS", 2, int, low=1)
         self.max_runs = _env_number("SOLOIST_HOST_MAX_RUNS", 100_000, int, low=1)
         self.unload_after_s = _env_number("SOLOIST_UNLOAD_AFTER_S", 60.0, float, low=0.01)
         self.retire_after_s = _env_number("SOLOIST_HOST_RETIRE_S", 30.0, float, low=0.01)
@@ -73,20 +83,58 @@ def host_settings() -> HostSettings:
     return HostSettings()
 
 
+def host_count() -> int:
+    """How many hosts of each placement kind the connected cluster places runs over: the
+    ``SOLOIST_RUN_HOSTS`` (default 2) of the first process that placed a run, recorded for the
+    cluster's life (``shared_setting``). A process whose ``SOLOIST_RUN_HOSTS`` says otherwise is
+    refused (``HostCountMismatch``): with two counts, two processes would put one run on two
+    hosts, each fencing the other's writes."""
+    asked = os.environ.get("SOLOIST_RUN_HOSTS")
+    wanted = _env_number("SOLOIST_RUN_HOSTS", _DEFAULT_HOSTS, int, low=1)
+    count = int(process_registry().shared_settings.get_or_create(_HOSTS_KEY, lambda: shared_setting(_HOSTS_KEY, str(wanted))))
+    if asked is not None and asked.strip() and wanted != count:
+        raise HostCountMismatch(
+            f"SOLOIST_RUN_HOSTS={asked!r} in this process, but this cluster places runs over {count} hosts (the count of "
+            f"the first process that placed a run on it); set SOLOIST_RUN_HOSTS={count} or unset it here, or start a new "
+            "cluster to use another count"
+        )
+    return count
+
+
 def host_name_for(run: str, count: int | None = None, *, store: Any = None) -> str:
-    """The name of the host actor of ``run`` stored at ``store``: a stable hash of the name over
-    the hosts of the run's placement kind (a database store's hosts may move between nodes)."""
+    """The name of the host actor of ``run`` stored at ``store``, placed from this process: a
+    stable hash of the name over the cluster's hosts of the run's placement kind, on this
+    process's node for a node-bound run (its store file is this node's), anywhere for a
+    database store's."""
     return _host_name(run, count, placement_of(store))
 
 
-def _host_name(run: str, count: int | None, placement: Placement) -> str:
-    count = host_settings().count if count is None else count
+def _host_name(run: str, count: int | None, placement: Placement, node: str | None = None) -> str:
+    count = host_count() if count is None else count
     digest = hashlib.blake2b(run.encode("utf-8"), digest_size=8).digest()
-    return f"{_PREFIXES[placement]}{int.from_bytes(digest, 'big') % count}"
+    index = int.from_bytes(digest, "big") % count
+    if placement == "anywhere":
+        return f"{MOVABLE_HOST_PREFIX}{index}"
+    return f"{HOST_PREFIX}{node or this_node()}:{index}"
+
+
+def this_node() -> str:
+    """This process's Ray node id (a node-bound host of runs it places lives there)."""
+    node = node_id()
+    if node is None:
+        raise RuntimeError("placing a run needs a connection to Ray (cluster.connect)")
+    return node
 
 
 def _placement_of_host(name: str) -> Placement:
     return "anywhere" if name.startswith(MOVABLE_HOST_PREFIX) else "node"
+
+
+def _node_of_host(name: str) -> str | None:
+    """The node a node-bound host's name pins it to (None: a movable host)."""
+    if _placement_of_host(name) == "anywhere":
+        return None
+    return name[len(HOST_PREFIX):].rsplit(":", 1)[0]
 
 
 def _host(name: str) -> Any:
@@ -96,10 +144,12 @@ def _host(name: str) -> Any:
         # A node-bound host is pinned to the node of the driver that starts it, as a dedicated
         # orchestrator is: its runs' store files are there, and worker nodes come and go. A
         # movable host only prefers that node: Ray restarts it elsewhere when the node is lost.
+        # A node-bound host is pinned to the node its name gives (the node of the process that
+        # placed its runs), even when another node's process starts it again after it retired.
         return _RemoteHost.options(
             name=name, namespace=SOLOIST_NAMESPACE, get_if_exists=True, lifetime="detached", num_cpus=0,
             max_concurrency=100_000, max_restarts=-1, max_task_retries=-1,
-            scheduling_strategy=scheduling_strategy(_placement_of_host(name)),
+            scheduling_strategy=scheduling_strategy(_placement_of_host(name), node=_node_of_host(name)),
         ).remote(name, settings.unload_after_s, settings.retire_after_s)
 
     return process_registry().run_hosts.get_or_create(name, start)
@@ -192,7 +242,7 @@ class _HostedMethod:
 def open_hosted(spec: RunSpec, owner_job: str | None) -> HostedActor:
     """Start ``spec``'s run on its host; the run's ``HostedActor``."""
     settings = host_settings()
-    hosted = HostedActor(spec.name, reload_of(spec), host_name_for(spec.name, settings.count, store=spec.store))
+    hosted = HostedActor(spec.name, reload_of(spec), host_name_for(spec.name, store=spec.store))
     wire = spec.for_host()
     _with_live_host(hosted, lambda host: wait_ref(host.open_run.remote(wire, owner_job, settings.max_runs)))
     return hosted
@@ -201,7 +251,7 @@ def open_hosted(spec: RunSpec, owner_job: str | None) -> HostedActor:
 async def open_hosted_async(spec: RunSpec, owner_job: str | None) -> HostedActor:
     """``open_hosted`` for code on an event loop: the same start, awaited."""
     settings = host_settings()
-    hosted = HostedActor(spec.name, reload_of(spec), host_name_for(spec.name, settings.count, store=spec.store))
+    hosted = HostedActor(spec.name, reload_of(spec), host_name_for(spec.name, store=spec.store))
     deadline = time.monotonic() + _RETRY_SECONDS
     wire = spec.for_host()
     while True:
@@ -219,11 +269,17 @@ def hosted_handle(run: str, reload: Reload | None = None) -> HostedActor | None:
     """The ``HostedActor`` of a run its host holds now (loaded or unloaded), else None; with
     ``reload``, the run's ``HostedActor`` whether or not a host holds it (its first call
     activates it from the store). Without ``reload`` the handle never brings a closed run back;
-    it is looked for on the run's host of each placement kind (its store is not known)."""
+    it is looked for on the run's host of each placement kind (its store is not known), on
+    this process's node first, then on every other node's."""
     if reload is not None:
         return HostedActor(run, reload, host_name_for(run, store=reload.store))
-    for placement in _PREFIXES:
-        hosted = HostedActor(run, None, _host_name(run, None, placement))
+    here = _host_name(run, None, "node")
+    index = here.rsplit(":", 1)[1]
+    candidates = [here, _host_name(run, None, "anywhere")]
+    candidates += sorted(name for name in live_host_names()
+                         if name not in candidates and _placement_of_host(name) == "node" and name.rsplit(":", 1)[1] == index)
+    for name in candidates:
+        hosted = HostedActor(run, None, name)
         try:
             ray.get_actor(hosted.host_name, namespace=SOLOIST_NAMESPACE)
         except ValueError:
@@ -231,6 +287,12 @@ def hosted_handle(run: str, reload: Reload | None = None) -> HostedActor | None:
         if _with_live_host(hosted, lambda host: wait_ref(host.has_run.remote(run))):
             return hosted
     return None
+
+
+def live_host_names() -> list[str]:
+    """The names of the host actors alive on the connected cluster."""
+    return [entry["name"] for entry in ray.util.list_named_actors(all_namespaces=True)
+            if entry.get("namespace") == SOLOIST_NAMESPACE and entry["name"].startswith(HOST_PREFIX)]
 
 
 #: Orchestrator methods that answer promptly: these travel in batches. ``changes`` waits for

@@ -34,8 +34,8 @@ def placement_of(store: Any) -> Placement:
     return "anywhere" if is_postgres_url(store) else "node"
 
 
-def scheduling_strategy(placement: Placement) -> NodeAffinitySchedulingStrategy:
-    """Ray's strategy for a run process started from this process: this node, pinned for
-    ``node``, preferred for ``anywhere`` (also on restart: a lost node is passed over)."""
-    here = ray.get_runtime_context().get_node_id()
-    return NodeAffinitySchedulingStrategy(here, soft=placement == "anywhere")
+def scheduling_strategy(placement: Placement, *, node: str | None = None) -> NodeAffinitySchedulingStrategy:
+    """Ray's strategy for a run process started from this process: ``node`` (default: this
+    process's node), pinned for ``node`` placement, preferred for ``anywhere`` (also on
+    restart: a lost node is passed over)."""
+    return NodeAffinitySchedulingStrategy(node or ray.get_runtime_context().get_node_id(), soft=placement == "anywhere")

@@ -11,7 +11,7 @@ from typing import Any
 import ray
 
 from actors.orchestrator._host import HostedRunRecord, HostStatistics
-from actors.orchestrator._placement import HOST_PREFIX, host_name_for
+from actors.orchestrator._placement import host_name_for, live_host_names
 from cluster.connect import SOLOIST_NAMESPACE, wait_ref
 
 __all__ = ["HostStatistics", "HostedRunRecord", "run_host_name", "live_hosts", "host_statistics", "hosted_runs"]
@@ -19,19 +19,17 @@ __all__ = ["HostStatistics", "HostedRunRecord", "run_host_name", "live_hosts", "
 
 def run_host_name(run: str, store: Any = None) -> str:
     """The Ray name (in the ``soloist`` namespace) of the host actor that holds ``run`` when
-    it is not dedicated: a stable hash of the run's name over ``SOLOIST_RUN_HOSTS`` hosts of
-    the run's placement kind. A run stored in a database (``store`` a ``postgresql://`` URL)
-    has hosts that move between nodes (``soloist:host:db:<i>``); any other run (a store file,
-    memory only: ``store`` None) one pinned to the node that started it (``soloist:host:<i>``)."""
+    it is not dedicated, when this process places it: a stable hash of the run's name over the
+    cluster's ``SOLOIST_RUN_HOSTS`` hosts of the run's placement kind. A run stored in a
+    database (``store`` a ``postgresql://`` URL) has hosts that move between nodes
+    (``soloist:host:db:<i>``); any other run (a store file, memory only: ``store`` None) one
+    pinned to this process's node, where its file is (``soloist:host:<node id>:<i>``)."""
     return host_name_for(run, store=store)
 
 
 def live_hosts() -> list[str]:
     """The names of the host actors alive on the connected cluster, sorted."""
-    return sorted(
-        entry["name"] for entry in ray.util.list_named_actors(all_namespaces=True)
-        if entry.get("namespace") == SOLOIST_NAMESPACE and entry["name"].startswith(HOST_PREFIX)
-    )
+    return sorted(live_host_names())
 
 
 def host_statistics() -> list[HostStatistics]:

@@ -42,7 +42,7 @@ from .exceptions import (
 from .gc import FINISHED_STATUSES, FinalStatus, GcReport, finished_runs, parse_age, remove_finished_runs
 from .memory import MemoryStore
 from ._replay import replay
-from .sqlite import SCHEMA_VERSION, SqliteStore
+from .sqlite import SCHEMA_VERSION, SqliteStore, portable_path, resolve_path
 from ._url import is_postgres_url, redact
 
 if typing.TYPE_CHECKING:
@@ -87,6 +87,8 @@ __all__ = [
     "apply_diff",
     "diff_states",
     "open_store",
+    "portable_path",
+    "resolve_path",
     "is_postgres_url",
     "redact",
     "replay",

@@ -104,8 +104,27 @@ class _SqliteSession:
         return translate(exc, self._path, writing=True) if isinstance(exc, sqlite3.Error) else exc
 
 
+def resolve_path(path: str | os.PathLike[str]) -> str:
+    """The absolute file ``path`` names in this process: environment variables resolved here."""
+    return os.path.abspath(os.path.expandvars(os.fspath(path)))
+
+
+def portable_path(path: str | os.PathLike[str]) -> str:
+    """``path`` as another process of the run opens it: a path naming environment variables is
+    left for that process to resolve (each node its own); any other is made absolute here (a
+    worker's current directory need not be this process's)."""
+    text = os.fspath(path)
+    if os.path.expandvars(text) != text:
+        return text
+    return os.path.abspath(text)
+
+
 class SqliteStore(SqlStore):
     """A durable store in one SQLite file (see :class:`~._sqlbase.SqlStore` for durability).
+
+    ``path`` may name environment variables (``$VAR``, ``${VAR}``): each process that opens
+    the store resolves them in its own environment, so one path names each node's own file
+    (``open_store`` and the run hosts pass such a path on unresolved, see ``portable_path``).
 
     One writer per run: the orchestrator actor that opens a run for writing holds its
     :meth:`claim_writer` (an OS lock beside the file, dropped when the holder exits however it
@@ -114,7 +133,7 @@ class SqliteStore(SqlStore):
     """
 
     def __init__(self, path: str | os.PathLike[str], *, durability: Durability = "sync") -> None:
-        self._init_common(os.path.abspath(os.fspath(path)), durability)
+        self._init_common(resolve_path(path), durability)
         self._readers: list[sqlite3.Connection] = []  # every thread's read connection (guarded by _lock)
         self._deleted_locks: dict[int, str] = {}  # brief lock -> its run, deleted in this transaction (writer thread only)
         self._local = threading.local()

@@ -479,3 +479,30 @@ def test_bad_host_settings_are_refused_with_the_variable_named(monkeypatch: pyte
     monkeypatch.setenv("SOLOIST_RUN_HOSTS", "0")
     with pytest.raises(ValueError, match="SOLOIST_RUN_HOSTS='0' must be >= 1"):
         run_host_name("any")
+
+
+async def test_a_driver_asking_for_another_number_of_hosts_is_refused_and_the_run_keeps_its_one_writer(tmp_path: Path) -> None:
+    """Run placement hashes a run's name over the cluster's hosts: a process whose
+    SOLOIST_RUN_HOSTS differs would compute another host for the same run, activate it there
+    and fence the owner's writes (the run then ping-pongs). It is refused instead, naming both
+    counts, and the owner's writes go on under the same activation."""
+    store = tmp_path / "runs.sqlite"
+    owner = Orchestrator(Tally(), name="one-writer", store=str(store))
+    try:
+        await owner.apply(bump)
+        epoch = (await owner.statistics()).epoch
+        go = tmp_path / "go"
+        go.touch()
+        env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0", "SOLOIST_RUN_HOSTS": "7"}
+        other = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, str(REPO / "tests" / "actors" / "_host_race_driver.py"), ray.get_runtime_context().gcs_address,
+             str(store), "one-writer", "other", "3", str(go)],
+            capture_output=True, text=True, env=env, timeout=HANG_GUARD_S * 3,
+        )
+        assert other.returncode != 0 and "ACK" not in other.stdout, other.stdout
+        assert "SOLOIST_RUN_HOSTS='7' in this process, but this cluster places runs over" in other.stderr, other.stderr[-2000:]
+        assert await owner.apply(bump) == 2  # not fenced
+        assert (await owner.statistics()).epoch == epoch
+    finally:
+        await owner.close()

@@ -132,7 +132,7 @@ def test_package_exports_exactly_the_public_surface() -> None:
             "SqliteStore", "Store", "StoreClosed", "StoreCorrupted", "StoreError", "StoreHealth", "StoreReadOnly", "StoreStatistics",
             "StoreUnreachable", "WriterFenced",
             "StoreWriteFailed", "VersionCompacted", "FINISHED_STATUSES", "FinalStatus", "GcReport", "finished_runs",
-            "parse_age", "remove_finished_runs", "apply_diff", "diff_states", "open_store", "is_postgres_url", "redact", "replay",
+            "parse_age", "remove_finished_runs", "apply_diff", "diff_states", "open_store", "portable_path", "resolve_path", "is_postgres_url", "redact", "replay",
         ]
     )
     for name in cluster.storage.__all__:
