@@ -39,7 +39,7 @@ from actors.orchestrator._change_log import ChangeLog
 from actors.orchestrator._inbox import inbox_of
 from actors.orchestrator._history import read_history, retention_floor, state_at
 from actors.orchestrator._json_clean import clean_json
-from actors.orchestrator._recovery import journal_entry, restore_or_create
+from actors.orchestrator._recovery import CLOSED_MARK, journal_entry, restore_or_create
 from actors.orchestrator.changes import Change, ChangeKind
 from actors.orchestrator.spec import OrchestratorStatistics, RunDescription, RunSpec
 from cluster.connect import actor_was_restarted, cluster_address, node_id
@@ -461,6 +461,11 @@ class OrchestratorActor:
             return
         async with self._write_lock:
             await self._agents.close_all()  # recorded (and published) while the store is open
+            if self._store is not None:
+                # Closed by its owner: no copy of a handle brings it back, only an explicit
+                # reopen (Orchestrator.attach with its store, RunCore.resume) does.
+                store, name = self._store, self._name
+                await self._run_io(lambda: store.update_run_metadata(name, {CLOSED_MARK: True}))
             await self._stop_writing()
         self._log.info("closed at version %d", self._committed[0])
         if self._hosting is None:

@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import ctypes
 import ctypes.util
 import dataclasses
+import functools
 import gc
 import inspect
 import itertools
@@ -44,7 +46,7 @@ from actors.orchestrator.spec import RunSpec
 from cluster.connect import actor_was_restarted, ended_jobs, node_id
 from cluster.heap import freeze_startup_objects
 from cluster.semaphore import ClusterSemaphore
-from cluster.storage import WriterFenced, open_store
+from cluster.storage import StoreUnreachable, WriterFenced, check_durability, open_store
 
 __all__ = ["RunHostActor", "HostedRunRecord", "HostStatistics", "Reload", "RunNotHeld", "TicketLost", "reload_of"]
 
@@ -56,7 +58,10 @@ _CALLABLE = frozenset(
     name for name, value in vars(OrchestratorActor).items()
     if not name.startswith("_") and name not in _HOST_ONLY and inspect.iscoroutinefunction(value)
 )
-_FN_THREADS = 4  # threads running runs' fns, shared by every run of the host
+# Threads running runs' fns, shared by every run of the host: made when needed (an idle one is
+# reused first) up to this many, so a slow fn holds one thread and the other runs' fns take
+# others; each run's fns run one at a time (its write lock), so it never holds two.
+_FN_THREADS = 64
 _IO_THREADS = 16  # threads of store I/O and activations: a burst of new runs shares each fsync
 _BATCH_WAIT_S = 0.25  # how long a batch's answer waits for its slowest call before ticketing it
 _TICKET_KEEP_S = 300.0  # an unclaimed outcome of a ticketed call is dropped this long after it ends
@@ -85,13 +90,20 @@ class Reload(BaseModel):
     durability: str
     unload_after_s: float | None = None
     """Idle seconds before the run is unloaded (None: the host's default)."""
+    owner_job: str | None = None
+    """The job whose end closes the run (None: detached), kept across a restart of its host."""
+    named: bool = True
+    reopen: bool = False
+    """An explicit reopen (``Orchestrator.attach`` with the store): activates a run its owner
+    closed. Without it, a closed run stays closed whoever's copy of a handle calls it."""
 
 
-def reload_of(spec: RunSpec) -> Reload | None:
+def reload_of(spec: RunSpec, owner_job: str | None = None) -> Reload | None:
     """How a host activates ``spec``'s run again: None for a run without a store file."""
     if not isinstance(spec.store, str):
         return None
-    return Reload(store=spec.store, durability=spec.durability, unload_after_s=spec.unload_after_s)
+    return Reload(store=spec.store, durability=spec.durability, unload_after_s=spec.unload_after_s, owner_job=owner_job,
+                  named=spec.named)
 
 
 def _trim_heap() -> None:
@@ -161,7 +173,7 @@ class RunHostActor:
         self._idle_unload_s = idle_unload_s
         self._retire_after_s = retire_after_s
         self._slots: dict[str, _Slot] = {}
-        self._stores: dict[tuple[str, str], Any] = {}
+        self._stores: dict[tuple[str, str], asyncio.Future[Any]] = {}  # store objects, opened or opening
         self._store_users: collections.Counter[tuple[str, str]] = collections.Counter()  # loaded runs per store
         self._fn_executor = ThreadPoolExecutor(max_workers=_FN_THREADS, thread_name_prefix="soloist-host-apply")
         self._io_executor = ThreadPoolExecutor(max_workers=_IO_THREADS, thread_name_prefix="soloist-host-io")
@@ -196,7 +208,7 @@ class RunHostActor:
                 f"(SOLOIST_HOST_MAX_RUNS={max_runs}); close finished runs, raise the limit, or spread runs over more "
                 "hosts (SOLOIST_RUN_HOSTS)"
             )
-        reload = reload_of(spec)
+        reload = reload_of(spec, owner_job)
         slot = _Slot(spec.name, spec.named, reload, owner_job)
         self._slots[spec.name] = slot
         try:
@@ -219,12 +231,18 @@ class RunHostActor:
                     f"orchestrator {run!r} is not running on host {self._name} (it was closed, or it had no store "
                     "and its host restarted)"
                 )
-            slot = self._slots.setdefault(run, _Slot(run, True, reload, None))
+            slot = self._slots.setdefault(run, _Slot(run, reload.named, reload.model_copy(update={"reopen": False}),
+                                                     reload.owner_job))
         slot.calls += 1
         try:
             orchestrator = slot.run
             if orchestrator is None or slot.lock.locked():  # (re)activating or unloading: wait for it
-                orchestrator = await self._reactivate(slot)
+                try:
+                    orchestrator = await self._reactivate(slot, reopen=reload is not None and reload.reopen)
+                except (LookupError, OrchestratorClosed):
+                    if method == "close":
+                        return None  # a run deleted or closed meanwhile: closing it is done
+                    raise
             try:
                 result = await getattr(orchestrator, method)(*args, **kwargs)
                 if method == "close" and self._slots.get(run) is slot:
@@ -344,25 +362,41 @@ class RunHostActor:
 
     # ------------------------------------------------------------- internals
 
-    async def _reactivate(self, slot: _Slot) -> OrchestratorActor:
+    async def _reactivate(self, slot: _Slot, *, reopen: bool = False) -> OrchestratorActor:
+        """Activate the slot's run from its store. An activation that fails (the run deleted or
+        closed, its store damaged or held by another cluster) leaves nothing of the run here:
+        its next call tries afresh, a new run of its name may start, the host may retire. Only
+        a store out of reach for now keeps the slot (and the owner job it carries)."""
         async with slot.lock:
             if slot.run is not None:
                 return slot.run
+            if self._slots.get(slot.name) is not slot:  # forgotten while this call waited
+                raise RunNotHeld(f"orchestrator {slot.name!r} is not running on host {self._name}")
             if slot.reload is None:
                 self._slots.pop(slot.name, None)
                 raise OrchestratorClosed(f"orchestrator {slot.name!r} is not running on host {self._name}")
             reload = slot.reload
-            store = self._take_store(reload)
             try:
-                spec = await asyncio.get_running_loop().run_in_executor(
-                    self._io_executor, stored_run_spec, store, slot.name, reload.durability)
-            finally:
-                self._give_store(reload)
-            return await self._activate(slot, spec.model_copy(update={"store": reload.store}), creating=False)
+                store = await self._take_store(reload)
+                try:
+                    spec = await asyncio.get_running_loop().run_in_executor(
+                        self._io_executor, functools.partial(stored_run_spec, store, slot.name, reload.durability, reopen=reopen))
+                finally:
+                    self._give_store(reload)
+                return await self._activate(slot, spec.model_copy(update={"store": reload.store}), creating=False)
+            except BaseException as exc:
+                if not isinstance(exc, StoreUnreachable) and slot.run is None and self._slots.get(slot.name) is slot:
+                    self._slots.pop(slot.name)
+                    self._note_empty()
+                    self._log.warning("run %s could not be activated and is no longer held here: %r", slot.name, exc)
+                raise
 
     async def _activate(self, slot: _Slot, spec: RunSpec, *, creating: bool) -> OrchestratorActor:
         """Build the run's orchestrator (it claims the run and raises its epoch in the store)."""
-        store = self._take_store(slot.reload) if slot.reload is not None else spec.open_store()
+        if slot.reload is not None:
+            store = await self._take_store(slot.reload)
+        else:  # a store object (opened already) or none
+            store = await asyncio.get_running_loop().run_in_executor(self._io_executor, spec.open_store)
         hosting = Hosting(store=store, fn_executor=self._fn_executor, io_executor=self._io_executor, holder=self._holder,
                           creating=creating, restarted=self._restarted)
         # Claiming, replaying and creating read and write the store: off the event loop.
@@ -389,26 +423,52 @@ class RunHostActor:
             self._counts["unloads"] += 1
             self._give_store(slot.reload)
 
-    def _take_store(self, reload: Reload) -> Any:
+    async def _take_store(self, reload: Reload) -> Any:
         """The store object of ``reload``'s file, opened on first use; counted as used by one
-        more run until ``_give_store``."""
+        more run until ``_give_store``. Opened on the I/O threads, never on the event loop
+        (an open may wait seconds on the file's write gate, or on a database server): the
+        runs that share the file wait for that one opening together, the others go on."""
         key = (reload.store, reload.durability)
-        store = self._stores.get(key)
-        if store is None:
-            store = self._stores[key] = open_store(reload.store, durability=reload.durability)  # type: ignore[arg-type]
         self._store_users[key] += 1
-        return store
+        opening = self._stores.get(key)
+        if opening is None:
+            opening = self._stores[key] = asyncio.get_running_loop().run_in_executor(
+                self._io_executor, functools.partial(open_store, reload.store, durability=check_durability(reload.durability)))
+        try:
+            return await asyncio.shield(opening)
+        except BaseException:
+            self._store_users[key] -= 1
+            if self._store_users[key] <= 0:
+                del self._store_users[key]
+            if self._stores.get(key) is opening:
+                if opening.done():  # it failed to open: the next activation opens the file afresh
+                    del self._stores[key]
+                elif key not in self._store_users:  # this caller went away, and nobody else waits
+                    del self._stores[key]
+                    opening.add_done_callback(self._close_opened)
+            raise
 
     def _give_store(self, reload: Reload | None) -> None:
-        """A run of that file left memory: the last one closes the store object (the file can
-        then be replaced or removed; the next activation opens it again)."""
+        """A run of that file left memory: the last one closes the store object, on the I/O
+        threads (the file can then be replaced or removed; the next activation opens it again)."""
         if reload is None:
             return
         key = (reload.store, reload.durability)
         self._store_users[key] -= 1
         if self._store_users[key] <= 0:
             del self._store_users[key]
-            self._stores.pop(key).close()
+            self._stores.pop(key).add_done_callback(self._close_opened)
+
+    def _close_opened(self, opening: asyncio.Future[Any]) -> None:
+        if opening.cancelled() or opening.exception() is not None:
+            return  # never opened: nothing to close (its opener reported the error)
+        store = opening.result()
+        self._io_executor.submit(store.close).add_done_callback(self._closed_store)
+
+    def _closed_store(self, closing: concurrent.futures.Future[None]) -> None:
+        error = closing.exception()
+        if error is not None:
+            self._log.error("closing a store object failed: %r", error)
 
     def _keep(self) -> None:
         """Start the sweep (unloading, owners, retiring) with the host's first call."""
@@ -469,8 +529,9 @@ class RunHostActor:
 
     def _retire(self) -> None:
         self._log.info("no run for %.0fs; ending", self._retire_after_s)
-        for store in self._stores.values():
-            store.close()
+        for opening in self._stores.values():  # a host retires with no run: none is still opening
+            if opening.done() and not opening.cancelled() and opening.exception() is None:
+                opening.result().close()
         ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
 
 

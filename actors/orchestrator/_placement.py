@@ -242,7 +242,7 @@ class _HostedMethod:
 def open_hosted(spec: RunSpec, owner_job: str | None) -> HostedActor:
     """Start ``spec``'s run on its host; the run's ``HostedActor``."""
     settings = host_settings()
-    hosted = HostedActor(spec.name, reload_of(spec), host_name_for(spec.name, store=spec.store))
+    hosted = HostedActor(spec.name, reload_of(spec, owner_job), host_name_for(spec.name, store=spec.store))
     wire = spec.for_host()
     _with_live_host(hosted, lambda host: wait_ref(host.open_run.remote(wire, owner_job, settings.max_runs)))
     return hosted
@@ -251,7 +251,7 @@ def open_hosted(spec: RunSpec, owner_job: str | None) -> HostedActor:
 async def open_hosted_async(spec: RunSpec, owner_job: str | None) -> HostedActor:
     """``open_hosted`` for code on an event loop: the same start, awaited."""
     settings = host_settings()
-    hosted = HostedActor(spec.name, reload_of(spec), host_name_for(spec.name, store=spec.store))
+    hosted = HostedActor(spec.name, reload_of(spec, owner_job), host_name_for(spec.name, store=spec.store))
     deadline = time.monotonic() + _RETRY_SECONDS
     wire = spec.for_host()
     while True:

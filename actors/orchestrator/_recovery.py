@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from actors._pickling import pickled_once, unpickled_shared
 from actors.agents.registry import load_agent_records
+from actors.exceptions import OrchestratorClosed
 from actors.handoffs.settings import DEFAULT_MAX_PARALLEL
 from actors.orchestrator.changes import Change, ChangeKind
 from actors.orchestrator.spec import DEFAULT_KEEP_VERSIONS, RunSpec
@@ -32,8 +33,10 @@ from cluster.storage import (
 from cluster.storage import replay as replay_journal
 from coordinators import StateTransition
 
-__all__ = ["Replayed", "journal_entry", "replay", "replay_from", "restore_or_create", "stored_run_spec"]
+__all__ = ["CLOSED_MARK", "Replayed", "journal_entry", "replay", "replay_from", "restore_or_create", "stored_run_spec"]
 
+#: Run metadata: set when the run's owner closes it, cleared when it is explicitly reopened.
+CLOSED_MARK = "closed"
 _KEEP_CHANGES = 10_000  # replayed changes handed to subscribers: the change log keeps this many
 _KEEP_REQUESTS = 50_000  # request ids the actor remembers in memory (older ones are found in the store)
 
@@ -145,14 +148,22 @@ def replay_from(
     return Replayed(version, state, requests, changes, checkpoint.version)
 
 
-def stored_run_spec(store_spec: Any, name: str, durability: str | None = None) -> RunSpec:
+def stored_run_spec(store_spec: Any, name: str, durability: str | None = None, *, reopen: bool = False) -> RunSpec:
     """Rebuild the ``RunSpec`` of a stored run, to restart it in a new actor: with the
-    durability it was created with, unless ``durability`` overrides it."""
+    durability it was created with, unless ``durability`` overrides it. A run its owner closed
+    is ``OrchestratorClosed`` unless ``reopen`` (an explicit ``attach``/``resume``, which
+    clears the mark); taking a run up again after its host restarted or unloaded it is not."""
     store = open_store(store_spec, durability=check_durability(durability or "sync"))
     try:
         info = store.get_run(name)
         if info is None:
             raise LookupError(f"no stored run named {name!r} in {store.path}")
+        if info.metadata.get(CLOSED_MARK):
+            if not reopen:
+                raise OrchestratorClosed(
+                    f"orchestrator {name!r} was closed by its owner; Orchestrator.attach({name!r}, store=...) reopens it"
+                )
+            store.update_run_metadata(name, {CLOSED_MARK: False})
         durability = info.durability if durability is None else durability
         meta = info.metadata
         state_type = _unpickled(meta["state_class"], "state type", store.path)

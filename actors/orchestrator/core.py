@@ -79,7 +79,7 @@ class RunCore(Generic[S]):
         """Take the stored run ``name`` up again, with the durability it was created with
         (unless ``durability`` says otherwise). ``LookupError`` when the store has no such run."""
         location = os.fspath(store) if isinstance(store, os.PathLike) else store
-        spec = stored_run_spec(location, name, None if durability is None else check_durability(durability))
+        spec = stored_run_spec(location, name, None if durability is None else check_durability(durability), reopen=True)
         core: RunCore[Any] = cls.__new__(cls)
         core._start(spec, creating=False)
         return core

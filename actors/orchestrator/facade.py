@@ -396,16 +396,19 @@ class Orchestrator(Generic[S]):
     def _restart_from_store(cls, name: str, store: str | Store, durability: str, token: str | None) -> "Orchestrator[Any]":
         store_spec = prepare_store(store, name, durability, creating=False)
         if isinstance(store_spec, str):
-            # Hosted: the run's first call on its host activates it from the store.
+            # Hosted: the run's first call on its host activates it from the store, reopening it
+            # if its owner closed it (this explicit attach only: the handle's own Reload, which
+            # its copies carry, never brings a closed run back).
+            reopening = hosted_handle(name, Reload(store=store_spec, durability=durability, reopen=True))
             hosted = hosted_handle(name, Reload(store=store_spec, durability=durability))
             try:
-                described = wait_ref(hosted.describe.remote())
+                described = wait_ref(reopening.describe.remote())
             except ray.exceptions.RayTaskError as exc:
                 raise translate_creation_error(exc, name) from None
             self = cls._handle(hosted, described.model_copy(update={"name": name}), token, durable=True)
             self._track_agents()
             return self
-        spec = stored_run_spec(store_spec, name, durability)
+        spec = stored_run_spec(store_spec, name, durability, reopen=True)
         handle = start_actor(spec, detached=False)
         self = cls._handle(handle, spec.described(), spec.token, durable=True)
         try:

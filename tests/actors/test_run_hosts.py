@@ -7,12 +7,16 @@ store file for what was committed, the drivers' own acknowledgements for what wa
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
+import functools
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -506,3 +510,117 @@ async def test_a_driver_asking_for_another_number_of_hosts_is_refused_and_the_ru
         assert (await owner.statistics()).epoch == epoch
     finally:
         await owner.close()
+
+
+async def test_a_closed_run_is_not_brought_back_by_a_copy_of_its_handle_until_it_is_attached_again(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite"
+    owner = Orchestrator(Tally(), name="closed-for-good", store=str(store))
+    copy = owner.delegate()
+    assert await owner.apply(bump) == 1
+    await owner.close()
+    with pytest.raises(OrchestratorClosed, match="'closed-for-good' was closed by its owner; Orchestrator.attach"):
+        await copy.apply(bump)
+    assert "closed-for-good" not in {record.name for _, record in hosted_runs()}
+    assert _journal_last(store, "closed-for-good") == 1
+    again = Orchestrator.attach("closed-for-good", store=str(store))  # an explicit reopen
+    try:
+        assert await again.apply(bump) == 2
+        assert await copy.apply(bump) == 3  # the run is open again: the copy reaches it
+    finally:
+        await again.close()
+
+
+async def test_a_run_deleted_while_unloaded_leaves_its_host_and_its_name_free(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite"
+    orch = Orchestrator(Tally(), name="deleted-meanwhile", store=str(store))
+    await orch.apply(bump)
+    assert await orch.unload()
+    deleting = SqliteStore(store)
+    deleting.delete_run("deleted-meanwhile")
+    deleting.close()
+    with pytest.raises(LookupError, match="no stored run named 'deleted-meanwhile'"):
+        await orch.apply(bump)
+    assert "deleted-meanwhile" not in {record.name for _, record in hosted_runs()}
+    await orch.close()  # closing a run that is gone is done
+    fresh = Orchestrator(Tally(), name="deleted-meanwhile", store=str(store))  # the name is free again
+    try:
+        assert await fresh.apply(bump) == 1
+    finally:
+        await fresh.close()
+
+
+def _journal_last(store: Path, run: str) -> int:
+    opened = SqliteStore(store)
+    try:
+        checkpoint, entries = opened.load(run)
+        return entries[-1].version if entries else checkpoint.version
+    finally:
+        opened.close()
+
+
+def _held_until(release: str, entered: str, state: Tally) -> None:
+    """An apply fn that stays inside until the test lets it go (a slow fn, without a clock)."""
+    Path(entered).touch()
+    while not os.path.exists(release):
+        time.sleep(0.005)
+    state.n += 1
+
+
+async def test_slow_fns_of_many_runs_never_hold_back_another_runs_apply(tmp_path: Path) -> None:
+    """Eight runs of one host each stay inside a slow fn; a ninth run's apply on that host is
+    answered meanwhile (a pool of four fn threads held it until one of them returned)."""
+    names = _names_on_one_host(9, "slow-fns")
+    slow = [Orchestrator(Tally(), name=name) for name in names[:8]]
+    quick = Orchestrator(Tally(), name=names[8])
+    release = tmp_path / "release"
+    try:
+        held = [asyncio.ensure_future(run.apply(functools.partial(_held_until, str(release), str(tmp_path / f"in-{i}"))))
+                for i, run in enumerate(slow)]
+        for i in range(len(slow)):
+            await file_appears(tmp_path / f"in-{i}")  # every slow fn is inside, each on a thread of the host
+        assert await asyncio.wait_for(quick.apply(bump), HANG_GUARD_S) == 1
+        assert not any(h.done() for h in held)  # answered while all eight were still inside
+        release.touch()
+        assert await asyncio.wait_for(asyncio.gather(*held), HANG_GUARD_S) == [1] * len(slow)
+    finally:
+        release.touch()
+        for run in [*slow, quick]:
+            await run.close()
+
+
+def _open_files(pid: int) -> set[str]:
+    """The files process ``pid`` has open now, read from /proc (not from the process's own account)."""
+    found = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):  # closed between listing and reading
+            found.add(os.readlink(fd))
+    return found
+
+
+async def test_a_store_waiting_to_open_never_holds_back_other_runs_of_its_host(tmp_path: Path) -> None:
+    """Opening a new store file waits for the file's write gate (held here by the test, as by
+    another writer of the file); meanwhile another run of the same host is answered (the host
+    opened stores on its event loop: every call waited up to the gate's 10 s)."""
+    quick_name, gated_name = _names_on_one_host(2, "gated")
+    quick = Orchestrator(Tally(), name=quick_name)
+    store = tmp_path / "gated.sqlite"
+    gate_path = tmp_path / "gated.sqlite.locks" / "write.gate"
+    gate_path.parent.mkdir()
+    gate = os.open(gate_path, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(gate, fcntl.LOCK_EX)
+    opening: asyncio.Future[Orchestrator] | None = None
+    try:
+        host_pid = (await quick.statistics()).pid
+        opening = asyncio.ensure_future(asyncio.to_thread(Orchestrator, Tally(), name=gated_name, store=str(store)))
+        await eventually(lambda: asyncio.to_thread(_open_files, host_pid), lambda files: str(gate_path) in files,
+                         "the host to open the gated store")
+        assert await asyncio.wait_for(quick.apply(bump), HANG_GUARD_S) == 1
+        assert not opening.done()  # answered while the store still waited for its gate
+    finally:
+        fcntl.flock(gate, fcntl.LOCK_UN)
+        os.close(gate)
+        if opening is not None:
+            gated = await asyncio.wait_for(opening, HANG_GUARD_S)
+            assert await gated.apply(bump) == 1
+            await gated.close()
+        await quick.close()
