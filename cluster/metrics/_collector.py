@@ -48,16 +48,46 @@ class MetricsDelta(BaseModel):
         return not (self.counters or self.gauge_adds or self.gauge_sets or self.histograms)
 
 
+#: The gauge every orchestrator sets as it starts and after each write: a value set after a
+#: run was closed means the run was opened again (attached), and its series stay.
+_STARTED = "soloist_state_version"
+
+
 class Aggregate:
-    """Running totals built from deltas. Not thread-safe: its owner serialises access."""
+    """Running totals built from deltas. Not thread-safe: its owner serialises access.
+
+    A closed run's series (``closed``) are dropped ``keep_s`` later, unless the run is opened
+    again meanwhile: the totals hold the live runs' series and those of the runs closed lately.
+    """
 
     def __init__(self) -> None:
         self.counters: dict[SeriesKey, float] = {}
         self.gauge_adds: dict[SeriesKey, float] = {}
         self.gauge_sets: dict[SeriesKey, tuple[float, float]] = {}
         self.histograms: dict[SeriesKey, tuple[list[int], float]] = {}
+        # Closed runs whose series are still kept: orchestrator -> (when it closed, by the
+        # closer's clock; when its series go). An entry leaves when its series go, or when the
+        # run is opened again: its size is the runs closed lately.
+        self._closed: dict[str, tuple[float, float]] = {}
+
+    def closed(self, orchestrator: str, at: float, keep_s: float) -> None:
+        """``orchestrator``'s run closed at ``at`` (Unix time): drop its series ``keep_s``
+        seconds from now (pushes still under way, the final scrapes), unless a value of its
+        state version set after ``at`` arrives first (it was opened again)."""
+        self._closed[orchestrator] = (at, time.time() + max(0.0, keep_s))
+        self.expire()
+
+    def expire(self) -> int:
+        """Drop the series of the closed runs whose keep has run out; returns how many series."""
+        now = time.time()
+        return sum(self.forget(o) for o in [o for o, (_at, until) in self._closed.items() if until <= now])
 
     def merge(self, delta: MetricsDelta) -> None:
+        if self._closed:
+            for (name, labels), (_value, at) in delta.gauge_sets.items():
+                closed = self._closed.get(labels[0]) if name == _STARTED and labels else None
+                if closed is not None and at > closed[0]:
+                    del self._closed[labels[0]]  # set after its close: opened again
         for key, value in delta.counters.items():
             self.counters[key] = self.counters.get(key, 0.0) + value
         for key, value in delta.gauge_adds.items():
@@ -80,6 +110,7 @@ class Aggregate:
 
     def forget(self, orchestrator: str) -> int:
         """Drop every series of one orchestrator (label ``orchestrator`` comes first)."""
+        self._closed.pop(orchestrator, None)
         dropped = 0
         for table in (self.counters, self.gauge_adds, self.gauge_sets, self.histograms):
             for key in [k for k in table if k[1][:1] == (orchestrator,)]:
@@ -88,17 +119,13 @@ class Aggregate:
         return dropped
 
     def totals(self) -> MetricsDelta:
+        self.expire()
         return MetricsDelta(
             counters=dict(self.counters),
             gauge_adds=dict(self.gauge_adds),
             gauge_sets=dict(self.gauge_sets),
             histograms={k: (tuple(c), s) for k, (c, s) in self.histograms.items()},
         )
-
-
-#: The gauge every orchestrator sets as it starts and after each write: a value set after a
-#: run was closed means the run was opened again (attached), and its series stay.
-_STARTED = "soloist_state_version"
 
 
 class MetricsCollector:
@@ -108,40 +135,21 @@ class MetricsCollector:
     def __init__(self) -> None:
         self._aggregate = Aggregate()
         self._pushes = 0  # deltas merged since the actor (re)started
-        # Closed runs whose series are still shown: orchestrator -> (when it closed, by the
-        # closer's clock; when its series go, by this actor's clock). An entry leaves when its
-        # series go, or when the run is opened again: its size is the runs closed lately.
-        self._closed: dict[str, tuple[float, float]] = {}
 
     def push(self, delta: MetricsDelta) -> int:
         self._aggregate.merge(delta)
+        self._aggregate.expire()
         self._pushes += 1
-        if self._closed:
-            for (name, labels), (_value, at) in delta.gauge_sets.items():
-                closed = self._closed.get(labels[0]) if name == _STARTED and labels else None
-                if closed is not None and at > closed[0]:
-                    del self._closed[labels[0]]  # set after its close: opened again
-            self._expire()
         return self._pushes
 
     def totals(self) -> MetricsDelta:
-        self._expire()
         return self._aggregate.totals()
 
     def forget(self, orchestrator: str) -> int:
-        self._closed.pop(orchestrator, None)
         return self._aggregate.forget(orchestrator)
 
     def closed(self, orchestrator: str, at: float, keep_s: float) -> None:
-        """``orchestrator``'s run closed at ``at``: drop its series ``keep_s`` seconds from now
-        (pushes still under way, the final scrapes), unless it is opened again meanwhile."""
-        self._closed[orchestrator] = (at, time.time() + max(0.0, keep_s))
-        self._expire()
-
-    def _expire(self) -> None:
-        now = time.time()
-        for orchestrator in [o for o, (_at, until) in self._closed.items() if until <= now]:
-            self.forget(orchestrator)
+        self._aggregate.closed(orchestrator, at, keep_s)
 
 
 _RemoteCollector = ray.remote(MetricsCollector)

@@ -15,8 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel
 
 from actors import Orchestrator
-from cluster.metrics import registry as metrics
-from cluster.metrics._collector import MetricsCollector, MetricsDelta
+from cluster import metrics
+from cluster.metrics import Aggregate, MetricsDelta
 from tests._waits import eventually
 
 N = 12
@@ -43,10 +43,10 @@ def _version(name: str, value: float, at: float) -> MetricsDelta:
                         counters={("soloist_apply_total", (name, "ok")): 1.0})
 
 
-def test_the_collector_drops_a_closed_runs_series_after_the_keep_time_only():
-    collector = MetricsCollector()
-    collector.push(_version("a", 1, time.time()))
-    collector.push(_version("b", 1, time.time()))
+def test_the_totals_drop_a_closed_runs_series_after_the_keep_time_only():
+    collector = Aggregate()
+    collector.merge(_version("a", 1, time.time()))
+    collector.merge(_version("b", 1, time.time()))
     collector.closed("a", time.time(), keep_s=0.2)
     assert len(collector.totals().counters) == 2  # still shown: its final values get scraped
     time.sleep(0.3)
@@ -54,12 +54,12 @@ def test_the_collector_drops_a_closed_runs_series_after_the_keep_time_only():
 
 
 def test_a_run_opened_again_before_its_series_go_keeps_them():
-    collector = MetricsCollector()
+    collector = Aggregate()
     closed_at = time.time()
-    collector.push(_version("a", 1, closed_at - 1))
+    collector.merge(_version("a", 1, closed_at - 1))
     collector.closed("a", closed_at, keep_s=0.2)
-    collector.push(_version("a", 2, closed_at - 0.5))  # the final push of the closing actor
-    collector.push(_version("a", 2, closed_at + 0.1))  # the run started again
+    collector.merge(_version("a", 2, closed_at - 0.5))  # the final push of the closing actor
+    collector.merge(_version("a", 2, closed_at + 0.1))  # the run started again
     time.sleep(0.3)
     assert collector.totals().counters == {("soloist_apply_total", ("a", "ok")): 3.0}
 

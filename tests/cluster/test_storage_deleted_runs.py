@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 
-from cluster.storage import RunLockedElsewhere
-from cluster.storage.gc import remove_finished_runs
+from cluster.storage import RunLockedElsewhere, remove_finished_runs
 from tests._stores import StoreLocation, batch_entry, run_info
 
 N = 60
