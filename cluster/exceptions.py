@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "LocalClusterError",
+    "ReplicaBudgetFull",
     "SemaphoreConfigConflict",
     "SemaphoreTimeout",
     "SemaphoreUnavailable",
@@ -53,3 +54,25 @@ class LocalClusterError(RuntimeError):
     The message names the record file or the head's pid, and quotes the end of Ray's output
     when the head failed to start; nothing is left running after a failed start.
     """
+
+
+class ReplicaBudgetFull(RuntimeError):
+    """Raised to the calls waiting for a pool's first replica when the cluster-wide replica
+    budget gave it no place within the wait allowed (``SOLOIST_REPLICA_BUDGET_WAIT_S``).
+
+    Nothing ran: the calls never reached a replica. The pool asks again for the next call.
+    """
+
+    def __init__(self, pool: str, skill: str, *, budget: str, limit: int | None, used: int | None,
+                 waiting: int | None, waited_s: float) -> None:
+        self.pool, self.skill, self.budget = pool, skill, budget
+        self.limit, self.used, self.waiting, self.waited_s = limit, used, waiting, waited_s
+        fullness = ("its usage could not be read" if limit is None else
+                    f"{used} of {limit} places in use, {waiting} request(s) waiting")
+        super().__init__(
+            f"skill {skill!r}: no replica of pool {pool!r} could start within {waited_s:g}s: the cluster's replica "
+            f"budget ({budget!r}) is full ({fullness}). Raise it with cluster.replicas.set_replica_budget(n) "
+            f"(or SOLOIST_MAX_REPLICAS before the cluster starts), lower the max_replicas or min_replicas of other "
+            f"pools, or close the runs whose pools hold the places; SOLOIST_REPLICA_BUDGET_WAIT_S sets how long a "
+            f"call waits for a place."
+        )

@@ -10,7 +10,10 @@ granted oldest first, so the pools that have waited longest grow first; a later 
 never overtakes an older one.
 
 The limit is ``SOLOIST_MAX_REPLICAS`` (default 256) in the process that first creates the
-budget actor, or ``set_replica_budget(n)`` at any time.
+budget actor, or ``set_replica_budget(n)`` at any time. A pool with no replica up waits for a
+place at most ``SOLOIST_REPLICA_BUDGET_WAIT_S`` seconds (default 120, ``budget_wait_s``);
+then the calls waiting for it fail with ``ReplicaBudgetFull`` (``budget_full``), which says
+how full the budget is and what to do.
 """
 
 from __future__ import annotations
@@ -28,10 +31,12 @@ import ray
 from pydantic import BaseModel, ConfigDict
 
 from cluster.connect import SOLOIST_NAMESPACE, wait_ref
+from cluster.exceptions import ReplicaBudgetFull
 from cluster.process import process_registry
 
 __all__ = [
-    "REPLICA_PREFIX", "DEFAULT_MAX_REPLICAS", "ReplicaBudget", "acquire_replica_place", "set_replica_budget",
+    "REPLICA_PREFIX", "DEFAULT_MAX_REPLICAS", "DEFAULT_BUDGET_WAIT_S", "ReplicaBudget", "acquire_replica_place",
+    "set_replica_budget", "budget_wait_s", "budget_full",
     "replica_budget", "live_replica_names", "replica_pool_of", "replicas_per_pool", "nodes_for", "capacity_for", "missing_resources",
 ]
 
@@ -41,6 +46,9 @@ _log = logging.getLogger(__name__)
 REPLICA_PREFIX = "soloist:sub:"
 #: The budget when ``SOLOIST_MAX_REPLICAS`` is not set.
 DEFAULT_MAX_REPLICAS = 256
+#: How long a pool with no replica up waits for a place when ``SOLOIST_REPLICA_BUDGET_WAIT_S``
+#: is not set: its calls fail then (``ReplicaBudgetFull``) instead of waiting forever.
+DEFAULT_BUDGET_WAIT_S = 120.0
 _BUDGET_NAME = "soloist:replica-budget"
 #: How long a granted place counts before Ray lists its replica (creation under way).
 _GRANT_HOLD_S = 30.0
@@ -202,6 +210,34 @@ def set_replica_budget(limit: int) -> None:
 def replica_budget() -> ReplicaBudget:
     """The budget now, as its actor sees it."""
     return wait_ref(_budget().usage.remote(), timeout=30.0)
+
+
+def budget_wait_s() -> float:
+    """How long a pool with no replica up waits for a place in the budget before its waiting
+    calls fail: ``SOLOIST_REPLICA_BUDGET_WAIT_S`` (seconds > 0), else ``DEFAULT_BUDGET_WAIT_S``."""
+    raw = os.environ.get("SOLOIST_REPLICA_BUDGET_WAIT_S", "").strip()
+    if not raw:
+        return DEFAULT_BUDGET_WAIT_S
+    try:
+        wait = float(raw)
+    except ValueError:
+        wait = math.nan
+    if not (math.isfinite(wait) and wait > 0):
+        raise ValueError(f"SOLOIST_REPLICA_BUDGET_WAIT_S must be a number of seconds > 0, got {raw!r}")
+    return wait
+
+
+def budget_full(pool: str, skill: str, waited_s: float) -> ReplicaBudgetFull:
+    """The error for the calls of ``pool`` (serving ``skill``) that waited ``waited_s`` for a
+    place, with the budget's usage as its actor reports it now."""
+    try:
+        usage: ReplicaBudget | None = replica_budget()
+    except Exception as exc:  # the error is still worth raising without the figures
+        _log.warning("could not read the replica budget's usage: %s", exc)
+        usage = None
+    return ReplicaBudgetFull(pool, skill, budget=_BUDGET_NAME, limit=None if usage is None else usage.limit,
+                             used=None if usage is None else usage.used,
+                             waiting=None if usage is None else usage.waiting, waited_s=waited_s)
 
 
 def _alive_nodes() -> list[dict[str, Any]]:

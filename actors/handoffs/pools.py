@@ -16,8 +16,14 @@ Calls go only to replicas that have answered a ping (started): a new replica's s
 delays a call that a started one can take at once. With no replica started (scale from
 zero) a call waits for the first. Shrinking is the replicas' own decision: one that has had
 nothing to run or wait for ``downscale_delay_s`` ends itself (``actors.handoffs.replica``),
-except the first ``min_replicas`` slots, which never retire. A replica that died is created
-again when wanted; a call it never ran is sent again, one it ran is never re-run.
+except the first ``min_replicas`` slots while the pool has users: runs of its caller open in
+some process (``track``, until ``untrack``), or calls of its own. Each process renews the
+keep of those replicas (``SOLOIST_REPLICA_KEEP_S``, default 60 s) while its pool has users;
+once no process does (the runs closed, or their processes ended) they retire like the others
+and give their places in the replica budget back. A call that waits for a pool's first
+replica while the budget has no place fails after ``SOLOIST_REPLICA_BUDGET_WAIT_S``
+(``ReplicaBudgetFull``) instead of waiting forever. A replica that died is created again
+when wanted; a call it never ran is sent again, one it ran is never re-run.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import hashlib
 import itertools
 import logging
 import math
+import os
 import random
 import threading
 import time
@@ -44,7 +51,8 @@ from actors.handoffs.replica import ReplicaLoad, create_replica
 from cluster.connect import SOLOIST_NAMESPACE
 from cluster.metrics.registry import run_closed
 from cluster.process import Table, WeakIdMap, process_registry
-from cluster.replicas import acquire_replica_place, capacity_for, live_replica_names, nodes_for, replica_pool_of
+from cluster.replicas import (acquire_replica_place, budget_full, budget_wait_s, capacity_for, live_replica_names,
+                              nodes_for, replica_pool_of)
 
 __all__ = ["SubagentPool", "pool_for", "PoolStatistics", "Picked", "track", "untrack", "retire_after_of",
            "policy_of", "resources_of", "recreate_replica", "PoolStatus", "pool_status", "MAX_TRACKED_RUNS"]
@@ -55,6 +63,20 @@ _LOG_EXTRA = {"component": "subagent"}
 #: How long one request to the replica budget waits before the grower looks again at
 #: whether the replica is still wanted (it keeps its rank in the queue).
 _BUDGET_WAIT_S = 1.0
+#: How long a ``min_replicas`` replica stays kept past its last renewal when
+#: ``SOLOIST_REPLICA_KEEP_S`` is not set; renewals come three times as often.
+DEFAULT_KEEP_S = 60.0
+
+
+def _keep_s() -> float:
+    raw = os.environ.get("SOLOIST_REPLICA_KEEP_S", "").strip()
+    try:
+        keep = float(raw) if raw else DEFAULT_KEEP_S
+    except ValueError:
+        keep = math.nan
+    if not (math.isfinite(keep) and keep > 0):
+        raise ValueError(f"SOLOIST_REPLICA_KEEP_S must be a number of seconds > 0, got {raw!r}")
+    return keep
 
 
 def retire_after_of(caller: Any) -> float:
@@ -165,6 +187,10 @@ class SubagentPool:
         # Since when (wall clock) the want has exceeded the replicas held: the upscale delay
         # runs from it, and it ranks this pool's requests in the cluster-wide budget.
         self._over_since: float | None = None
+        # Since when (monotonic) the grower has waited for a place in the replica budget and
+        # not had one (None: it is not waiting): a call waiting for a first replica meanwhile
+        # fails once it has waited ``budget_wait_s``.
+        self._budget_blocked_since: float | None = None
         self._grower: threading.Thread | None = None
         self._wake = threading.Event()
         # Per slot: the runs told that its replica was created; only they hear that it was
@@ -194,7 +220,12 @@ class SubagentPool:
     def _wanted(self) -> int:
         ongoing = sum(self._in_flight) + len(self._waiters)
         wanted = math.ceil(ongoing / self._policy.target_ongoing_calls)
-        return max(self._policy.min_replicas, min(wanted, self._slots))
+        return max(self._policy.min_replicas if self._has_users(ongoing) else 0, min(wanted, self._slots))
+
+    def _has_users(self, ongoing: int) -> bool:
+        """Whether this process uses the pool: a run of its caller is open here (tracked), or
+        a call of the pool is in flight or waiting. Without users it keeps no ``min_replicas``."""
+        return ongoing > 0 or bool(_trackers_of(self._key))
 
     def _note_demand(self) -> None:
         """Wake the grower when more replicas are wanted than held."""
@@ -258,13 +289,19 @@ class SubagentPool:
         try:
             while not acquire_replica_place(name, since, _BUDGET_WAIT_S):
                 with self._lock:
+                    if self._budget_blocked_since is None:
+                        self._budget_blocked_since = time.monotonic()
                     if self._wanted() <= self._held() - 1:  # no longer wanted: give the slot back
                         self._growing[slot] = False
                         return
+            with self._lock:
+                self._budget_blocked_since = None
             self._create(slot)
         finally:
             with self._lock:
                 self._growing[slot] = False
+                if not any(self._growing):
+                    self._budget_blocked_since = None
 
     def _create(self, slot: int) -> Any:
         """Create (or join) slot ``slot``'s replica and watch for its first answer."""
@@ -273,8 +310,10 @@ class SubagentPool:
         node = self._nodes[(self._first_node + slot) % len(self._nodes)] if self._nodes else None
         keep = slot < self._policy.min_replicas
         handle = create_replica(self._caller, self._skill, name=f"{self._name}:{slot}", resources=self._resources,
-                                node=node, retire_after_s=math.inf if keep else self._policy.downscale_delay_s,
-                                pool=self._key)
+                                node=node, retire_after_s=self._policy.downscale_delay_s,
+                                kept_s=_keep_s() if keep else 0.0, pool=self._key)
+        if keep:
+            _start_keeper()
         with self._lock:
             self._handles[slot] = handle
             self._ready[slot] = False
@@ -327,6 +366,7 @@ class SubagentPool:
         began = time.perf_counter()
         if self._maybe_retired():
             await self._look_in_ray()
+        waiting_since = time.monotonic()
         while True:
             with self._lock:
                 chosen = self._choose(slot, own)
@@ -341,11 +381,22 @@ class SubagentPool:
                 self._waiters.append(waiter)
                 self._note_demand()
             try:
-                await asyncio.wrap_future(waiter)
+                await asyncio.wait_for(asyncio.wrap_future(waiter), 1.0)
+            except TimeoutError:
+                waited = time.monotonic() - waiting_since
+                if self._starved(waited):
+                    raise await asyncio.to_thread(budget_full, self._name, self._skill, waited) from None
             finally:
                 with self._lock:
                     if waiter in self._waiters:
                         self._waiters.remove(waiter)
+
+    def _starved(self, waited_s: float) -> bool:
+        """Whether a call that has waited ``waited_s`` for a first replica gives up: no replica
+        started, and the grower waits for a place in the budget that does not come."""
+        with self._lock:
+            return (not any(self._ready) and self._budget_blocked_since is not None
+                    and waited_s >= budget_wait_s())
 
     def _idle_past_delay(self) -> list[int]:
         """Started replicas (not kept by ``min_replicas``) idle past their downscale delay:
@@ -353,7 +404,8 @@ class SubagentPool:
         now = time.monotonic()
         delay = self._policy.downscale_delay_s
         with self._lock:
-            return [slot for slot in range(self._policy.min_replicas, self._slots)
+            # ``min_replicas`` too: they retire once the pool has no users anywhere.
+            return [slot for slot in range(self._slots)
                     if self._ready[slot] and self._in_flight[slot] == 0 and now - self._used_at[slot] > delay]
 
     def _maybe_retired(self) -> bool:
@@ -425,9 +477,22 @@ class SubagentPool:
             else:
                 orchestrator.agent_changed.remote(agent_id, "error", error)
 
+    def keep_warm(self) -> int:
+        """Renew the keep of this pool's ``min_replicas`` replicas while it has users in this
+        process (see the module docstring); returns how many were asked."""
+        with self._lock:
+            if not self._has_users(sum(self._in_flight) + len(self._waiters)):
+                return 0
+            kept = [handle for handle in self._handles[:self._policy.min_replicas] if handle is not None]
+        for_s = _keep_s()
+        for handle in kept:  # fire and forget: a replica gone meanwhile is the pool's next call's concern
+            handle.keep.remote(for_s).future().add_done_callback(_outcome_ignored)
+        return len(kept)
+
     def handles(self) -> list[Any]:
         """Every slot's replica, created now where missing (each through the budget): the
-        pool at its max, started ahead of a burst (a benchmark's fixed pool, a test's)."""
+        pool at its max, started ahead of a burst (a benchmark's fixed pool, a test's).
+        ``ReplicaBudgetFull`` when a place does not come within ``budget_wait_s``."""
         since = time.time()
         for slot in range(self._slots):
             with self._lock:
@@ -435,8 +500,10 @@ class SubagentPool:
                     continue
                 self._growing[slot] = True
             try:
+                began, limit_s = time.monotonic(), budget_wait_s()
                 while not acquire_replica_place(f"{self._name}:{slot}", since, _BUDGET_WAIT_S):
-                    pass
+                    if time.monotonic() - began >= limit_s:
+                        raise budget_full(self._name, self._skill, time.monotonic() - began)
                 self._create(slot)
             finally:
                 with self._lock:
@@ -455,6 +522,11 @@ class SubagentPool:
                 self._starting.append(waiter)
             await asyncio.wrap_future(waiter)
 
+    def users_changed(self) -> None:
+        """A run of this pool's caller opened here: its ``min_replicas`` are wanted again."""
+        with self._lock:
+            self._note_demand()
+
     def statistics(self) -> PoolStatistics:
         with self._lock:
             return PoolStatistics(
@@ -472,6 +544,41 @@ _TRACKERS: Table[tuple[str, str], Any] = process_registry().pool_trackers
 # Pool keys of plain callers (a digest of the pickle), weakly held; "" for a ``PooledCaller``,
 # whose own ``pool_key`` is read on every call (a registry's changes when a skill is added).
 _CALLER_KEYS: WeakIdMap[str] = process_registry().caller_keys
+
+
+def _outcome_ignored(done: concurrent.futures.Future[Any]) -> None:
+    done.exception()  # read, so Ray does not report an unhandled error for a replica gone
+
+
+_KEEPER_LOCK = threading.Lock()
+_KEEPER: list[threading.Thread] = []  # the process's one keeper thread, once started
+
+
+def _start_keeper() -> None:
+    """Start this process's keeper thread once: it renews the keep of the ``min_replicas``
+    replicas of every pool here that has users, three times per keep."""
+    with _KEEPER_LOCK:
+        if _KEEPER and _KEEPER[0].is_alive():
+            return
+        thread = threading.Thread(target=_keep_warm_forever, name="soloist-replica-keeper", daemon=True)
+        _KEEPER[:] = [thread]
+        thread.start()
+
+
+def _keep_warm_forever() -> None:
+    while True:
+        try:
+            period = _keep_s() / 3
+        except ValueError:  # said where the keep is set (a replica's creation); renew as by default
+            period = DEFAULT_KEEP_S / 3
+        time.sleep(period)
+        try:
+            if not ray.is_initialized():
+                continue
+            for pool in _POOLS.select(lambda _key: True):
+                pool.keep_warm()
+        except Exception as exc:  # the next round tries again; a keep that lapses only retires a replica early
+            _log.warning("renewing the keep of min_replicas replicas failed: %s", exc, extra=_LOG_EXTRA)
 
 
 def _caller_key(caller: Any) -> str:
@@ -501,6 +608,8 @@ def track(caller: Any, run: str, orchestrator_actor: Any) -> None:
     if _TRACKERS.get((key, run)) is None and len(_trackers_of(key)) >= MAX_TRACKED_RUNS:
         return
     _TRACKERS.put((key, run), orchestrator_actor)
+    for pool in _POOLS.select(lambda pool_key: pool_key[0] == key):
+        pool.users_changed()  # its min_replicas are wanted again
 
 
 def untrack(run: str) -> None:
@@ -520,8 +629,10 @@ def recreate_replica(caller: Any, skill: str, *, name: str) -> Any:
     policy = policy_of(caller, skill)
     key, slot = name.split(":")[2], int(name.rsplit(":", 1)[1])
     keep = slot < policy.min_replicas
+    if keep:
+        _start_keeper()
     return create_replica(caller, skill, name=name, resources=resources_of(caller, skill), pool=key,
-                          retire_after_s=math.inf if keep else policy.downscale_delay_s)
+                          retire_after_s=policy.downscale_delay_s, kept_s=_keep_s() if keep else 0.0)
 
 
 class PoolStatus(BaseModel):

@@ -20,7 +20,10 @@ semaphore bounds by the cap, whatever is cancelled, timed out, paused or killed.
 
 Retirement: a replica that has run nothing, has nothing waiting in its lanes and no body
 left over (orphans) for ``retire_after_s`` seconds ends itself (``ray.actor.exit_actor``),
-so a pool no run uses stops costing a process. It decides on its own event loop, where
+so a pool no run uses stops costing a process. One of its pool's ``min_replicas`` is also
+*kept*: not before its keep has run out, which every process whose pool has users renews
+(``keep``); once no process does (their runs closed, or the processes ended), it retires
+like the others. It decides on its own event loop, where
 every call enters: once it has decided, a call that reaches it is answered ``retired``
 without running, and a call sent after it exited fails with Ray's *intended exit* death
 cause, which ``retired_exit`` recognises. Either way the call never ran, and the driver
@@ -209,7 +212,8 @@ class SubagentActor:
     Retires once idle for ``retire_after_s`` (see the module docstring).
     """
 
-    def __init__(self, caller: Any, skill: str, retire_after_s: float = DEFAULT_RETIRE_AFTER_S, pool: str = "") -> None:
+    def __init__(self, caller: Any, skill: str, retire_after_s: float = DEFAULT_RETIRE_AFTER_S, pool: str = "",
+                 kept_s: float = 0.0) -> None:
         self._caller = caller
         self._skill = skill
         self._pool = pool
@@ -221,8 +225,11 @@ class SubagentActor:
         self._permits: dict[str, WarmPermits] = {}
         self._node_id: str | None = None
         self._lanes = Lanes()
-        # inf: one of its pool's ``min_replicas``, which never retires.
+        # inf: never retires (a replica created so by an earlier version, or by hand).
         self._retire_after = max(0.0, float(retire_after_s))
+        # One of its pool's ``min_replicas``: it does not retire before this (monotonic), which
+        # ``keep`` moves on while some process's pool has users.
+        self._kept_until = time.monotonic() + max(0.0, float(kept_s))
         # Until it has served a call, it waits at least ``FIRST_CALL_GRACE_S``: a replica grown
         # for a burst must not end before the calls meant for it reach it.
         self._served = 0
@@ -351,8 +358,9 @@ class SubagentActor:
 
     def _idle(self) -> bool:
         """Nothing running or waiting here, no body left over, and nothing for the grace period."""
+        now = time.monotonic()
         return (self._active == 0 and not self._orphans and len(self._lanes) == 0
-                and time.monotonic() - self._last_activity >= self._grace())
+                and now - self._last_activity >= self._grace() and now >= self._kept_until)
 
     def _watch_idle(self) -> None:
         if self._retiring or math.isinf(self._retire_after):
@@ -366,7 +374,7 @@ class SubagentActor:
         while not self._idle():
             # Until the grace would end if nothing happens meanwhile (read each time: calls
             # move it, and it shrinks once the first call is served), at most a second.
-            remaining = self._last_activity + self._grace() - time.monotonic()
+            remaining = max(self._last_activity + self._grace(), self._kept_until) - time.monotonic()
             self._call_ended.clear()
             try:  # a call that ends may move the deadline closer (the first one shrinks the grace)
                 await asyncio.wait_for(self._call_ended.wait(), min(max(remaining, 0.005), 1.0))
@@ -398,6 +406,15 @@ class SubagentActor:
                            served=self._served, queue_wait_p50_s=queued[len(queued) // 2] if queued else 0.0,
                            retire_after_s=None if math.isinf(self._retire_after) else self._retire_after,
                            node=self._node())
+
+    async def keep(self, for_s: float) -> bool:
+        """Do not retire for ``for_s`` seconds from now (a process's pool with users renews it,
+        see ``actors.handoffs.pools``); not counted as activity. False once retiring."""
+        if self._retiring:
+            return False
+        self._kept_until = max(self._kept_until, time.monotonic() + max(0.0, float(for_s)))
+        self._watch_idle()
+        return True
 
     async def withdraw(self, ticket: str) -> bool:
         """Take back a lane's request that has not started (see ``actors.handoffs._lanes``):
@@ -434,11 +451,12 @@ _PLACEMENT_MEMORY_BYTES = 1
 
 def create_replica(caller: Any, skill: str, *, name: str, num_cpus: float = 0.0, node: str | None = None,
                    retire_after_s: float = DEFAULT_RETIRE_AFTER_S, resources: ReplicaResources | None = None,
-                   pool: str = "") -> Any:
+                   pool: str = "", kept_s: float = 0.0) -> Any:
     """The named subagent actor ``name`` (joined if it is alive, created otherwise), on
     ``node`` when it is alive and has room there, elsewhere otherwise; it reserves
     ``resources`` (else ``num_cpus``) and retires once idle for ``retire_after_s`` (never:
-    ``math.inf``), whoever created it and whether or not that process is still up.
+    ``math.inf``) and not kept (``kept_s`` from its start, then as long as ``keep`` says),
+    whoever created it and whether or not that process is still up.
     ``pool`` labels its metrics (its caller's pool key)."""
     if resources is None:
         resources = ReplicaResources(num_cpus=num_cpus)
@@ -466,7 +484,7 @@ def create_replica(caller: Any, skill: str, *, name: str, num_cpus: float = 0.0,
         max_restarts=-1,  # a killed replica comes back for the next call...
         max_task_retries=0,  # ...but the call it was serving fails: no silent re-execution
         max_concurrency=64,
-    ).remote(caller, skill, retire_after_s, pool)
+    ).remote(caller, skill, retire_after_s, pool, kept_s)
     # Its idle watch starts with its first call: a replica created but never called (its
     # caller gone first) would otherwise never retire.
     handle.ping.remote()
