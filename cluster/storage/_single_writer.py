@@ -11,6 +11,7 @@ transaction (``_fence``), so a superseded writer never commits again (``WriterFe
 from __future__ import annotations
 
 import concurrent.futures
+import secrets
 import time
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
@@ -22,6 +23,7 @@ from .exceptions import StoreClosed, WriterFenced
 __all__ = ["Claim", "SingleWriter"]
 
 T = TypeVar("T")
+_IDENTITY = "activation"  # the key of an activation's identity in its recorded holder
 Conn = Any  # a DB-API connection whose ``execute(sql, params)`` returns a cursor ("?" placeholders)
 
 
@@ -110,13 +112,19 @@ class SingleWriter:
         it begins (a new run's activation and its creation then share one commit)."""
         if self._closed:
             raise StoreClosed(path=self._file)
-        record = dump_json(holder, "activation holder")
+        # This activation's own identity, recorded with its holder: a retry after a lost
+        # connection recognises its own commit by it. By the epoch number alone it could not
+        # tell its commit from another writer's activation that took the same number after its
+        # own transaction rolled back, and two writers would then pass every fence.
+        identity = secrets.token_hex(16)
+        record = dump_json({**holder, _IDENTITY: identity}, "activation holder")
 
         def op(conn: Conn) -> int:
             if self._writer.retrying and run in self._epochs:
-                row = conn.execute("SELECT epoch FROM activations WHERE run = ?", (run,)).fetchone()
-                if row is not None and int(row[0]) == self._epochs[run]:
-                    return self._epochs[run]  # committed before the connection was lost
+                row = conn.execute("SELECT epoch, holder FROM activations WHERE run = ?", (run,)).fetchone()
+                if (row is not None and int(row[0]) == self._epochs[run]
+                        and self._parse(row[1], f"activation of run {run!r}").get(_IDENTITY) == identity):
+                    return self._epochs[run]  # this very activation committed before the connection was lost
             (epoch,) = conn.execute(
                 "INSERT INTO activations VALUES (?, 1, ?, ?) ON CONFLICT (run) DO UPDATE SET "
                 "epoch = activations.epoch + 1, holder = excluded.holder, since = excluded.since RETURNING epoch",
@@ -135,7 +143,13 @@ class SingleWriter:
     def activation(self, run: str) -> tuple[int, dict[str, Any]] | None:
         """The run's current ``(epoch, holder)``, or None if it was never activated."""
         row = self._query(lambda conn: conn.execute("SELECT epoch, holder FROM activations WHERE run = ?", (run,)).fetchone())
-        return (int(row[0]), self._parse(row[1], f"activation of run {run!r}")) if row else None
+        return (int(row[0]), self._holder(row[1], run)) if row else None
+
+    def _holder(self, text: str, run: str) -> dict[str, Any]:
+        """An activation's holder as it recorded itself (without the activation's identity)."""
+        holder: dict[str, Any] = self._parse(text, f"activation of run {run!r}")
+        holder.pop(_IDENTITY, None)
+        return holder
 
     def _fence(self, run: str, conn: Conn) -> None:
         """Inside a write (writer thread): refuse it when this store activated the run and a
@@ -166,8 +180,7 @@ class SingleWriter:
         in this transaction) holds a later epoch."""
         epoch = self._epochs.get(run)
         if epoch is not None and row is not None and row[0] != epoch:
-            raise WriterFenced(path=self._file, run=run, epoch=epoch, current=int(row[0]),
-                               holder=self._parse(row[1], f"activation of run {run!r}"))
+            raise WriterFenced(path=self._file, run=run, epoch=epoch, current=int(row[0]), holder=self._holder(row[1], run))
 
     def _unlock_brief(self) -> None:
         """After each transaction (writer thread): release the locks ``_fence`` took for it."""

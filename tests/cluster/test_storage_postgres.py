@@ -21,6 +21,7 @@ from cluster.storage import (
     SchemaTooNew,
     StoreUnreachable,
     StoreWriteFailed,
+    WriterFenced,
     open_store,
     redact,
 )
@@ -332,6 +333,39 @@ def test_a_write_whose_commit_answer_was_lost_is_recognised_as_committed_not_dup
     with postgres_server.connect(url) as conn:
         assert conn.execute("SELECT version FROM journal ORDER BY version").fetchall() == [(1,), (2,)]
         assert conn.execute("SELECT COUNT(*) FROM runs").fetchone() == (1,)
+
+
+def test_an_activation_retried_after_its_commit_was_lost_never_adopts_another_writers_epoch(
+    url: str, postgres_server: PostgresServer
+) -> None:
+    """Writer A's activation loses its connection before its COMMIT reaches the server (it rolls
+    back); writer B activates the run meanwhile and takes the epoch A's transaction had raised
+    the run to. A's retry must raise the epoch again, superseding B, not take B's epoch for its
+    own: two writers with one epoch both pass every fence."""
+    proxy = CommitCutter(postgres_server.port)
+    a = PostgresStore(proxy.url(url), retry_for_s=HANG_GUARD_S)
+    b = PostgresStore(url)
+    try:
+        a.create_run(_info(), {"n": 0})
+        proxy.hold()  # A's reconnection waits until B has activated
+        proxy.arm(deliver=False)
+        activating = a.activate_async("run", holder={"writer": "a"})
+        assert proxy.cut_done.wait(HANG_GUARD_S)
+        epoch_b = b.activate("run", holder={"writer": "b"})
+        proxy.release()
+        epoch_a = activating.result(timeout=HANG_GUARD_S)
+        assert epoch_a > epoch_b, f"A took epoch {epoch_a}, B holds {epoch_b}"
+        assert b.activation("run") == (epoch_a, {"writer": "a"})
+        a.append("run", [_entry(1)]).result()
+        with pytest.raises(WriterFenced):
+            b.append("run", [_entry(2)]).result()
+    finally:
+        proxy.release()
+        a.close()
+        b.close()
+        proxy.close()
+    with postgres_server.connect(url) as conn:
+        assert conn.execute("SELECT version FROM journal ORDER BY version").fetchall() == [(1,)]
 
 
 def test_compaction_vacuums_so_a_run_with_retention_reuses_the_space_it_freed(url: str, postgres_server: PostgresServer) -> None:
