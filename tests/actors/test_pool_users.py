@@ -8,10 +8,15 @@ Replicas are counted in Ray's own table of named actors (each replica is the nam
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
+import ray
 from pydantic import BaseModel
 
 from actors import Call, Orchestrator, PoolPolicy, SkillRegistry, handoff
@@ -24,6 +29,8 @@ KEEP_S = 2.0
 """The keep of a min replica past its last renewal, shortened for the test (60 s by default)."""
 DOWNSCALE_S = 0.5
 BUDGET_WAIT_S = 3.0
+DRIVER = Path(__file__).with_name("_pool_user_driver.py")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Empty(BaseModel):
@@ -75,6 +82,23 @@ async def test_a_min_replica_stays_while_its_run_is_open_and_retires_once_it_clo
     # Before: a min replica never retired, whether or not anything still used its pool.
     await eventually(lambda: replicas_now(registry, skill), lambda names: not names,
                      "the min replica of a pool nobody uses to retire", timeout=60)
+
+
+async def test_a_min_replica_retires_once_the_process_that_used_its_pool_ended_without_closing():
+    skill = f"orphaned-{uuid.uuid4().hex[:6]}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SOLOIST_REPLICA_KEEP_S": str(KEEP_S), "RAY_USAGE_STATS_ENABLED": "0"}
+    address = ray.get_runtime_context().gcs_address
+    namespace = ray.get_runtime_context().namespace
+    done = await asyncio.to_thread(subprocess.run, [sys.executable, str(DRIVER), address, namespace, skill],
+                                   capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    (prefix,) = [line.split(" ", 1)[1] for line in done.stdout.splitlines() if line.startswith("PREFIX ")]
+
+    async def left() -> set[str]:
+        return {name for name in await asyncio.to_thread(live_replica_names) if name.startswith(prefix)}
+
+    # Before: the replica outlived its only user for as long as the cluster ran.
+    await eventually(left, lambda names: not names, "the min replica of an ended driver's pool to retire", timeout=60)
 
 
 async def test_a_call_waiting_for_a_place_in_a_full_budget_fails_in_bounded_time_naming_the_budget(monkeypatch):
