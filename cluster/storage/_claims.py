@@ -7,6 +7,9 @@ exits, however it exits (``close()``, a crash, SIGKILL), so a dead writer never 
 next one. Any other write to that run, from a store that does not hold the claim, takes the
 same lock for the length of its transaction only, and is refused while a writer holds it.
 Locks are per open file description: two claims in one process conflict too.
+A deleted run's lock file is removed by whoever holds its lock, just before letting go
+(``remove_lock``); a lock taken on a file removed meanwhile is let go and the path opened
+again, so lock files are kept only for stored runs and never split one run's writers.
 """
 
 from __future__ import annotations
