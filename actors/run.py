@@ -424,13 +424,25 @@ class Run:
 
     async def _finish(self, ctx: ContextSnapshot, record: RunRecord, reason: str, status: FinalStatus | None = None,
                       by: str | None = None) -> tuple[FinalStatus, str]:
-        """End the run: close every pending call with an error and record the final status."""
+        """End the run: close every pending call with an error and record the final status.
+
+        A write that came in between (the result of a call still in flight when the run was
+        cancelled, an answer) makes the commit a conflict: the batch is then built again from
+        what that write left (the calls still pending, the record's counters as they now are),
+        never sent again as it was."""
         final_status: FinalStatus = status or ("complete" if ctx.is_complete else "stopped")
-        batch = TransitionBatch()
-        for call_id in ctx.pending_tool_calls:
-            batch.tool_result(call_id, {"error": reason}, is_error=True)
-        final = record.model_copy(update={"status": final_status, "reason": reason, "next": ""})
-        version = await self._commit(batch, final, ctx.version, retry=True)
+        while True:
+            batch = TransitionBatch()
+            for call_id in ctx.pending_tool_calls:
+                batch.tool_result(call_id, {"error": reason}, is_error=True)
+            final = record.model_copy(update={"status": final_status, "reason": reason, "next": ""})
+            version = await self._commit(batch, final, ctx.version)
+            if version is not None:
+                break
+            ctx = await self._orch.context()
+            record = _record(ctx)
+            if is_final(record.status):  # ended by another writer meanwhile: that end stands
+                return record.status, record.reason or record.status
         await self._orch.mark_run(final_status, finished=True)
         await self._emit("finished", final, version or ctx.version, coordinator=by or record.next or "-", status=final_status)
         return final_status, reason
@@ -493,22 +505,18 @@ class Run:
             raise RunStepError(f"coordinator {name!r} returned a {type(result).__name__}, not a CoordinatorResult")
         return result
 
-    async def _commit(self, transitions: Iterable[StateTransition], record: RunRecord, expected: int, *,
-                      retry: bool = False) -> int | None:
+    async def _commit(self, transitions: Iterable[StateTransition], record: RunRecord, expected: int) -> int | None:
         """Commit ``transitions`` plus the record at ``expected``; None on a version conflict
-        (or, with ``retry``, try again on the new version: the step's outcome stands)."""
+        (the caller decides again on the new snapshot)."""
         batch = TransitionBatch()
         batch.extend(transitions)
         if record.status == "running" or record.status == "waiting" and not record.open_interrupts():
             record = record.model_copy(update={"status": "running"})
         batch.add(record_transition(record))
-        while True:
-            try:
-                return await self._orch.apply_batch(batch, expected_version=expected)
-            except VersionConflict:
-                if not retry:
-                    return None
-                expected = await self._orch.version()
+        try:
+            return await self._orch.apply_batch(batch, expected_version=expected)
+        except VersionConflict:
+            return None
 
     def _start_actors(self) -> None:
         self._actors = {name: create_coordinator_actor(c) for name, c in self._config.coordinators.items()}
