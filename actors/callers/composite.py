@@ -4,7 +4,8 @@ A handoff names a tool; the composite finds the one member that serves it and fo
 call. Members say what they serve through ``owns(name)`` (MCP and orchestrator callers),
 ``names()`` or ``in`` (``SkillRegistry``). A name nobody serves, or that two members serve,
 is an error that names the offender and the candidates. Pools follow the owning member:
-``pool_options`` delegates to it, so a skill keeps its replicas and CPUs.
+``pool_options`` and ``pool_group`` delegate to it, so a skill keeps its replicas and CPUs,
+and an MCP server's tools keep sharing one pool.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from actors.callers.protocol import (
     DEFAULT_RETIRE_AFTER_S,
     RetiringPools,
     ScalingPools,
+    SharedPools,
     DiscoversTools,
     Interruptible,
     PooledCaller,
@@ -59,6 +61,9 @@ class CompositeCaller:
         self.members: tuple[ToolCaller, ...] = members
         # Identifies this composite's subagent pools across processes (it travels with pickles).
         self.pool_key = f"composite-{uuid.uuid4().hex[:12]}"
+        # The positions of the members that group their tools' pools (``SharedPools``), found
+        # on the first ``pool_group`` (None until then, and in a composite pickled before it).
+        self._sharing: tuple[int, ...] | None = None
 
     def __repr__(self) -> str:
         return f"CompositeCaller({', '.join(_label(m, i) for i, m in enumerate(self.members))})"
@@ -103,6 +108,20 @@ class CompositeCaller:
         except LookupError:
             return 1, 0.0  # the call will report the error; no need for a big pool
         return member.pool_options(name) if isinstance(member, PooledCaller) else DEFAULT_POOL
+
+    def pool_group(self, name: str) -> str:
+        """The pool of ``name``: its owning member's group when that member groups its tools
+        (``SharedPools``: an MCP server's tools share one pool), tagged with the member's
+        position so two members' groups stay apart; else a pool of its own (``name``)."""
+        sharing = self.__dict__.get("_sharing")
+        if sharing is None:  # once per composite object: protocol checks are slow
+            sharing = self._sharing = tuple(i for i, m in enumerate(self.members)
+                                            if isinstance(m, PooledCaller) and isinstance(m, SharedPools))
+        for i in sharing:
+            member = self.members[i]
+            if member.owns(name):  # type: ignore[attr-defined]
+                return f"{i}:{member.pool_group(name)}"  # type: ignore[attr-defined]
+        return name
 
     def pool_policy(self, name: str) -> PoolPolicy:
         """The owning member's ``PoolPolicy`` for ``name`` (its pool's options otherwise)."""

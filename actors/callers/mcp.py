@@ -3,7 +3,9 @@
 Built on the official ``mcp`` SDK. A server is reached over stdio (a command this process
 spawns) or streamable HTTP (a URL). The caller itself holds only configuration, so it
 pickles into subagent actors; each process connects lazily on its first call and keeps
-one session per server (per event loop), shared by every concurrent call it serves.
+one session per server (per event loop), shared by every concurrent call it serves. The
+tools of one server share one subagent pool, so a server has one session (a stdio server:
+one process) per replica of that pool, not one per tool.
 
 Failure model: a tool that answers ``isError`` is a tool error (``is_error``). A server
 that dies mid-call fails the calls it was serving with ``McpServerGone`` and the session
@@ -210,8 +212,10 @@ class McpToolCaller:
     """A ``ToolCaller`` for the tools of one or more MCP servers.
 
     ``call_timeout`` bounds each call (a hung server fails that call), ``connect_timeout``
-    each connection. Each tool gets its own pool of ``replicas`` subagent actors (default 1:
-    MCP calls wait on I/O and one session serves many calls at once).
+    each connection. The tools of one server share one pool of ``replicas`` subagent actors
+    (default 1: MCP calls wait on I/O and one session serves many calls at once), and each
+    replica keeps one session per server: a stdio server runs as at most ``replicas``
+    processes, however many of its tools are called (``pool_group``).
     """
 
     def __init__(self, *servers: McpServer, call_timeout: float = 60.0, connect_timeout: float = 30.0,
@@ -248,32 +252,57 @@ class McpToolCaller:
         return f"MCP servers {', '.join(repr(s.name) for s in self.servers)}"
 
     def pool_options(self, name: str) -> tuple[int, float]:
-        """``(replicas, num_cpus)`` of each tool's subagent pool."""
+        """``(replicas, num_cpus)`` of each server's subagent pool."""
         return self._replicas, self._num_cpus
 
+    def pool_group(self, name: str) -> str:
+        """The pool that serves tool ``name``: its server's (``mcp:{server}``). Told by the tools
+        listed in this process, else by the server's prefix, else by there being one server;
+        when none tells (several servers without prefixes, nothing listed yet), one pool for
+        all of them (``mcp:*``), whose replicas still keep one session per server."""
+        server = self._server_of(name)
+        return f"mcp:{server.name}" if server is not None else "mcp:*"
+
+    def _server_of(self, name: str) -> McpServer | None:
+        tool = self._tools.get(name)
+        if tool is not None:
+            return next(s for s in self.servers if s.name == tool.server)
+        prefixed = sorted((s for s in self.servers if s.prefix and name.startswith(s.prefix)),
+                          key=lambda s: len(s.prefix), reverse=True)
+        if prefixed and (len(prefixed) == 1 or len(prefixed[0].prefix) > len(prefixed[1].prefix)):
+            return prefixed[0]  # the longest prefix that matches, if only one server has it
+        if len(self.servers) == 1:
+            return self.servers[0]
+        return None
+
     def names(self) -> list[str]:
-        """The exposed tool names known from the last ``list_tools`` (empty before it)."""
+        """The exposed tool names listed so far in this process (empty before any listing)."""
         return sorted(self._tools)
 
     def owns(self, name: str) -> bool:
-        """Whether ``name`` is (or, by its prefix, could be) one of this caller's tools."""
-        if self._tools:
-            return name in self._tools
-        return any(s.prefix and name.startswith(s.prefix) for s in self.servers)
+        """Whether ``name`` is one of this caller's tools, listed or under a server's prefix:
+        a prefixed name is this caller's to answer whatever this process has listed (one
+        replica serves all of a server's tools), so an unknown one gets its error from here."""
+        return name in self._tools or any(s.prefix and name.startswith(s.prefix) for s in self.servers)
 
     async def list_tools(self) -> list[McpTool]:
         """Connect to every server (from this process), list its tools and remember them."""
-        listing = await asyncio.gather(*(self._list_server(s) for s in self.servers))
+        return await self._learn(self.servers)
+
+    async def _learn(self, servers: tuple[McpServer, ...]) -> list[McpTool]:
+        """List the tools of ``servers`` and remember them in place of what was known of them."""
+        listing = await asyncio.gather(*(self._list_server(s) for s in servers))
         tools = [tool for server_tools in listing for tool in server_tools]
-        seen: dict[str, str] = {}
+        names = {s.name for s in servers}
+        known = {name: tool for name, tool in self._tools.items() if tool.server not in names}
         for tool in tools:
-            if tool.name in seen:
+            if tool.name in known:
                 raise ValueError(
-                    f"MCP tool {tool.name!r} is offered by servers {seen[tool.name]!r} and {tool.server!r}; "
+                    f"MCP tool {tool.name!r} is offered by servers {known[tool.name].server!r} and {tool.server!r}; "
                     "give one of them a prefix (McpServer.stdio(..., prefix='name.'))"
                 )
-            seen[tool.name] = tool.server
-        self._tools = {tool.name: tool for tool in tools}
+            known[tool.name] = tool
+        self._tools = known
         return sorted(tools, key=lambda t: t.name)
 
     async def _list_server(self, server: McpServer) -> list[McpTool]:
@@ -297,7 +326,12 @@ class McpToolCaller:
 
     async def _route(self, name: str) -> tuple[McpServer, str] | None:
         if name not in self._tools:
-            await self.list_tools()
+            # Its own server first: a replica of that server's pool connects to no other one.
+            server = self._server_of(name)
+            if server is not None:
+                await self._learn((server,))
+        if name not in self._tools:
+            await self.list_tools()  # unknown: the error names every server's tools
         tool = self._tools.get(name)
         if tool is None:
             return None

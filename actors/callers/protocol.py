@@ -16,7 +16,7 @@ from actors.callers.policy import PoolPolicy, ReplicaResources
 
 __all__ = [
     "TextContent", "ToolCallResult", "ToolCaller", "PooledCaller", "DiscoversTools", "Interruptible", "RetiringPools",
-    "ScalingPools",
+    "ScalingPools", "SharedPools",
     "DEFAULT_POOL", "DEFAULT_RETIRE_AFTER_S",
 ]
 
@@ -158,4 +158,16 @@ class ScalingPools(Protocol):
 
     def replica_resources(self, name: str) -> ReplicaResources:
         """What each replica of that pool reserves on its node."""
+        ...
+
+
+@runtime_checkable
+class SharedPools(Protocol):
+    """A caller whose tools may share subagent pools (``McpToolCaller``: every tool of one MCP
+    server goes to one pool, so each replica holds one session, one server process, per
+    server, not one per tool). The pool's policy and resources are those of the tool whose
+    call created it. Any other caller has a pool per tool."""
+
+    def pool_group(self, name: str) -> str:
+        """The name of the pool that serves tool ``name`` (``name`` itself: a pool of its own)."""
         ...

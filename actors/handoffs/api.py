@@ -1,10 +1,11 @@
 """``handoff`` and ``parallel_handoff``: typed calls to subagents under the cluster-wide cap.
 
 A handoff turns a ``Call``'s input into a JSON-clean dict, sends it to a subagent actor of
-the caller's pool, and decodes the tool's JSON text into ``out_type``. The subagent takes
-the permit of the run's cluster-wide semaphore before the body starts and gives it back
-once the body has returned (``actors.handoffs.replica`` has the safety argument): the requester
-holds no permit, so cancelling, timing out or pausing it never frees a permit early.
+the caller's pool, and decodes the tool's JSON text into ``out_type`` (for ``str``: the text
+itself, see ``_as_text``). The subagent takes the permit of the run's cluster-wide semaphore
+before the body starts and gives it back once the body has returned
+(``actors.handoffs.replica`` has the safety argument): the requester holds no permit, so
+cancelling, timing out or pausing it never frees a permit early.
 State never travels: the caller builds the input from a snapshot and merges the output
 back with ``apply``.
 """
@@ -119,15 +120,49 @@ def _empty_value(skill: str, out_type: Any) -> Any:
     raise DecodingError(skill, f"handoff {skill!r}: decoding output: the tool returned nothing and {_type_name(out_type)} has no empty value")
 
 
+#: How much of a tool's answer a decoding error shows.
+_TEXT_PREVIEW = 200
+
+
+def _as_text(raw: str) -> str:
+    """A tool's answer read as ``str``. Tools of real MCP servers answer plain text, which is
+    the output as it came; a JSON string literal (what a typed skill returning ``str`` sends:
+    ``"abc"``) is decoded, and ``null`` is ``""``. Text that parses as JSON of another kind
+    (``42``, ``{...}``) stays text: the caller asked for the text."""
+    stripped = raw.strip()
+    if stripped == "null":
+        return ""
+    if stripped.startswith('"'):
+        try:
+            value = json.loads(stripped)
+        except ValueError:
+            return raw
+        if isinstance(value, str):
+            return value
+    return raw
+
+
+def _preview(text: str) -> str:
+    if len(text) <= _TEXT_PREVIEW:
+        return repr(text)
+    return f"{text[:_TEXT_PREVIEW]!r}... ({len(text)} characters)"
+
+
 def _decode(skill: str, result: ToolCallResult, out_type: Any) -> Any:
     if result.is_error:
         raise ToolReportedError(skill, f"handoff {skill!r}: the tool reported an error: {result.text}")
+    if out_type is str:
+        return _as_text(result.text)
     text = result.text.strip()
     if text in ("", "null"):
         return _empty_value(skill, out_type)
     try:
         return _adapter(out_type).validate_json(text)
     except ValidationError as exc:
+        if any(error["type"] == "json_invalid" for error in exc.errors(include_url=False)):
+            raise DecodingError(
+                skill, f"handoff {skill!r}: decoding output as {_type_name(out_type)} failed: the tool answered text that "
+                       f"is not JSON (a plain-text answer reads only as str); it begins {_preview(text)}") from exc
         raise DecodingError(skill, f"handoff {skill!r}: decoding output as {_type_name(out_type)} failed: {exc}") from exc
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import hashlib
 import itertools
 import logging
@@ -46,7 +47,8 @@ from pydantic import BaseModel, ConfigDict
 
 from actors.agents.managed import AgentConfig
 from actors.callers.policy import PoolPolicy, ReplicaResources, check_cluster_has
-from actors.callers.protocol import DEFAULT_POOL, DEFAULT_RETIRE_AFTER_S, PooledCaller, RetiringPools, ScalingPools
+from actors.callers.protocol import (DEFAULT_POOL, DEFAULT_RETIRE_AFTER_S, PooledCaller, RetiringPools, ScalingPools,
+                                     SharedPools)
 from actors.handoffs.replica import ReplicaLoad, create_replica
 from cluster.connect import SOLOIST_NAMESPACE
 from cluster.metrics.registry import run_closed
@@ -678,16 +680,35 @@ async def pool_status(timeout: float = 5.0) -> list[PoolStatus]:
     return sorted(out, key=lambda status: (status.skill, status.pool))
 
 
+@functools.lru_cache(maxsize=64)
+def _shares_pools(cls: type) -> bool:
+    # Per class, once: a protocol check walks its members on every call. Asked only of a
+    # ``PooledCaller``'s class: on a plain caller's it would change the pickle of its key.
+    return issubclass(cls, SharedPools)
+
+
+def _group_of(caller: Any, skill: str) -> str:
+    """The name of the pool that serves ``skill``: its own, or the one its caller puts it in
+    (``SharedPools``: every tool of one MCP server goes to one pool)."""
+    cached = _CALLER_KEYS.get(caller)  # "" for a PooledCaller once ``_caller_key`` has run
+    pooled = cached == "" if cached is not None else isinstance(caller, PooledCaller)
+    cls: type = type(caller)
+    return caller.pool_group(skill) if pooled and _shares_pools(cls) else skill
+
+
 def pool_for(caller: Any, skill: str) -> SubagentPool:
-    """The (process-wide) pool that serves ``skill`` for ``caller``.
+    """The (process-wide) pool that serves ``skill`` for ``caller``: the skill's own, or the
+    one its caller groups it into (``SharedPools``), whose policy and resources are those of
+    the skill that created it.
 
     Raises ``PoolConfigError`` (creating nothing) when no node can hold one of its replicas.
     """
     key = _caller_key(caller)
-    pool = _POOLS.get((key, skill))
+    group = _group_of(caller, skill)
+    pool = _POOLS.get((key, group))
     if pool is not None:
         return pool
     resources = resources_of(caller, skill)
     check_cluster_has(skill, resources)  # before the table's lock: it asks Ray
     return _POOLS.get_or_create(
-        (key, skill), lambda: SubagentPool(caller, skill, key=key, policy=policy_of(caller, skill), resources=resources))
+        (key, group), lambda: SubagentPool(caller, group, key=key, policy=policy_of(caller, skill), resources=resources))
