@@ -6,7 +6,7 @@ importing one module never drags in the layer above it). ``tests/test_exports.py
 each name with the reason it is public.
 """
 
-from actors.agents.coordinator_host import coordinator_config, create_coordinator_actor
+from actors.agents.coordinator_host import coordinator_config, coordinators_started_ahead, create_coordinator_actor
 from actors.agents.managed import (
     ALLOWED_TRANSITIONS,
     AgentConfig,
@@ -42,11 +42,13 @@ from actors.callers.protocol import (
     PooledCaller,
     RetiringPools,
     ScalingPools,
+    SharedPools,
     TextContent,
     ToolCaller,
     ToolCallResult,
 )
 from actors.callers.skills import SkillRegistry
+from coordinators.exceptions import SoloistError
 from actors.exceptions import (
     AgentNotFound,
     AmbiguousTool,
@@ -91,7 +93,7 @@ from actors.exceptions import (
     WriteRefused,
 )
 from actors.handoffs._permits import WarmPermits
-from actors.handoffs.api import Call, Result, handoff, parallel_handoff
+from actors.handoffs.api import Call, Result, decode_output, handoff, parallel_handoff
 from actors.handoffs.pools import MAX_TRACKED_RUNS, PoolStatistics, PoolStatus, pool_for, pool_status
 from actors.handoffs.replica import ReplicaLoad
 from actors.handoffs.settings import HandoffSettings, HandoffTarget, effective_max_parallel
@@ -128,9 +130,9 @@ __all__ = [
     # run hosts
     "run_host_name", "HostStatistics", "HostedRunRecord", "host_statistics", "hosted_runs",
     # handoffs
-    "HandoffSettings", "HandoffTarget", "pool_for", "PoolStatistics", "WarmPermits", "effective_max_parallel",
+    "decode_output", "HandoffSettings", "HandoffTarget", "pool_for", "PoolStatistics", "WarmPermits", "effective_max_parallel",
     # pools
-    "PoolPolicy", "ReplicaResources", "ScalingPools", "PoolConfigError", "ReplicaLoad", "PoolStatus", "pool_status",
+    "PoolPolicy", "ReplicaResources", "ScalingPools", "SharedPools", "PoolConfigError", "ReplicaLoad", "PoolStatus", "pool_status",
     "MAX_TRACKED_RUNS",
     # callers
     "PooledCaller", "DiscoversTools", "Interruptible", "DEFAULT_POOL", "RetiringPools", "DEFAULT_RETIRE_AFTER_S",
@@ -140,7 +142,7 @@ __all__ = [
     # managed agents
     "AgentConfig", "InitializingAgent", "IdleAgent", "RunningAgent", "ErrorAgent", "ClosedAgent",
     "ALLOWED_TRANSITIONS", "new_agent", "transition", "from_stored_record",
-    "create_coordinator_actor", "coordinator_config",
+    "create_coordinator_actor", "coordinator_config", "coordinators_started_ahead",
     # runs: the run API, approvals, nested coordinators
     "Run", "RunConfig", "RunEvent", "RunOutcome", "Interrupt", "ApprovalRequest", "ask_approval",
     "open_interrupts", "answer_interrupt",
@@ -149,7 +151,7 @@ __all__ = [
     # telemetry switches
     "tracing_available", "tracing_enabled", "set_tracing_enabled", "current_carrier",
     # errors (everything in actors.exceptions)
-    "WriteRefused", "OrchestratorClosed", "OrchestratorNotFound", "RunHostFull", "ChangesUnavailable", "NotJsonClean",
+    "SoloistError", "WriteRefused", "OrchestratorClosed", "OrchestratorNotFound", "RunHostFull", "ChangesUnavailable", "NotJsonClean",
     "HandoffError", "EmptySkill", "HandoffInputError", "NoToolCaller", "CallerFailed", "SubagentLost",
     "ToolReportedError", "DecodingError", "IllegalLifecycleTransition", "AgentNotFound",
     "SkillRegistrationError", "UnknownTool", "AmbiguousTool", "NestedRunUnavailable",

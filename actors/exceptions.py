@@ -8,6 +8,8 @@ time subclass ``RuntimeError`` (or ``PermissionError`` for a refused write).
 
 from __future__ import annotations
 
+from coordinators.exceptions import SoloistError
+
 __all__ = [
     "PoolConfigError",
     "VersionConflict",
@@ -53,7 +55,7 @@ __all__ = [
 ]
 
 
-class VersionConflict(RuntimeError):
+class VersionConflict(SoloistError, RuntimeError):
     """Raised when ``apply_batch(expected_version=...)`` finds the state at another version.
 
     Nothing was applied. Take a fresh ``snapshot()``/``context()``, recompute, and retry.
@@ -71,7 +73,7 @@ class VersionConflict(RuntimeError):
         return (type(self), (self.expected, self.actual))
 
 
-class WriteRefused(PermissionError):
+class WriteRefused(SoloistError, PermissionError):
     """Raised when a write reaches the orchestrator without its owner's token.
 
     Only the handle that created an orchestrator (or one it explicitly delegated with
@@ -79,24 +81,24 @@ class WriteRefused(PermissionError):
     """
 
 
-class OrchestratorClosed(RuntimeError):
+class OrchestratorClosed(SoloistError, RuntimeError):
     """Raised when a method is called on an orchestrator after ``close()``."""
 
 
-class RunHostFull(RuntimeError):
+class RunHostFull(SoloistError, RuntimeError):
     """A new run was refused: the host its name maps to holds as many runs as it may
     (``SOLOIST_HOST_MAX_RUNS``). Nothing was started or stored."""
 
 
-class OrchestratorNotFound(LookupError):
+class OrchestratorNotFound(SoloistError, LookupError):
     """Raised by ``Orchestrator.attach`` when no live actor and no stored run has that name."""
 
 
-class ChangesUnavailable(RuntimeError):
+class ChangesUnavailable(SoloistError, RuntimeError):
     """Raised by ``subscribe(since=...)`` when changes that old are no longer retained."""
 
 
-class HandoffError(RuntimeError):
+class HandoffError(SoloistError, RuntimeError):
     """Base of every handoff failure; ``skill`` names the skill that was called."""
 
     def __init__(self, skill: str, message: str) -> None:
@@ -142,7 +144,7 @@ class DecodingError(HandoffError):
     """Raised when a tool's output is not valid JSON for the handoff's ``out_type``."""
 
 
-class IllegalLifecycleTransition(RuntimeError):
+class IllegalLifecycleTransition(SoloistError, RuntimeError):
     """Raised when a managed agent is asked to move between two lifecycles the rules forbid
     (e.g. out of ``closed``); the agent is unchanged."""
 
@@ -160,39 +162,39 @@ class IllegalLifecycleTransition(RuntimeError):
         return (type(self), (self.agent_id, self.current, self.target, self.allowed))
 
 
-class AgentNotFound(LookupError):
+class AgentNotFound(SoloistError, LookupError):
     """Raised by ``Orchestrator.agent_handle`` when the run has no agent with that id."""
 
 
 # ------------------------------------------------------------------ orchestrator state
 
 
-class NotJsonClean(ValueError):
+class NotJsonClean(SoloistError, ValueError):
     """Raised when a state holds a value JSON cannot carry unchanged (``nan``, ``inf``)."""
 
 
 # ------------------------------------------------------------------ tool callers
 
 
-class SkillRegistrationError(TypeError):
+class SkillRegistrationError(SoloistError, TypeError):
     """Raised when a function cannot be registered as a skill; lists every problem found."""
 
 
-class PoolConfigError(ValueError):
+class PoolConfigError(SoloistError, ValueError):
     """Raised at registration (or at a pool's first use, when Ray was not up at registration)
     when a pool policy or a skill's resources are invalid, or no node of the cluster can hold
     a replica; the message names the field. Nothing has started."""
 
 
-class UnknownTool(LookupError):
+class UnknownTool(SoloistError, LookupError):
     """Raised when no member of a ``CompositeCaller`` serves the tool name (lists the known ones)."""
 
 
-class AmbiguousTool(LookupError):
+class AmbiguousTool(SoloistError, LookupError):
     """Raised when more than one member serves the tool name; give one of them a prefix."""
 
 
-class NestedRunUnavailable(RuntimeError):
+class NestedRunUnavailable(SoloistError, RuntimeError):
     """Raised when the run an ``OrchestratorCaller`` hands calls to is not running.
 
     Start it with ``Orchestrator(..., name=run)`` (or attach it from its store) first.
@@ -202,7 +204,7 @@ class NestedRunUnavailable(RuntimeError):
 # ------------------------------------------------------------------ MCP servers
 
 
-class McpError(RuntimeError):
+class McpError(SoloistError, RuntimeError):
     """Base of MCP transport failures (the server, not the tool, failed)."""
 
 
@@ -224,11 +226,11 @@ class McpCallTimeout(McpError):
 # ------------------------------------------------------------------ model endpoint
 
 
-class LlmError(RuntimeError):
+class LlmError(SoloistError, RuntimeError):
     """Base of failures of the model endpoint (the caller failed, not a tool)."""
 
 
-class LlmConfigError(ValueError):
+class LlmConfigError(SoloistError, ValueError):
     """Raised when the base URL or model is missing or invalid; says which argument or variable to set."""
 
 
@@ -251,14 +253,14 @@ class LlmBadResponse(LlmError):
 # ------------------------------------------------------------------ built-in exploration tools
 
 
-class PathOutsideRoot(ValueError):
+class PathOutsideRoot(SoloistError, ValueError):
     """Raised when a path given to a skill is, or resolves (through a symlink), outside its root."""
 
 
 # ---------------------------------------------------------------- history, runs, interrupts
 
 
-class HistoryCompacted(LookupError):
+class HistoryCompacted(SoloistError, LookupError):
     """Raised by ``Orchestrator.history``/``fork`` for a version older than the retention
     window: journal compaction removed it. ``earliest`` is the oldest version still kept."""
 
@@ -276,7 +278,7 @@ class HistoryCompacted(LookupError):
         return (type(self), (self.run, self.requested, self.earliest))
 
 
-class InterruptError(RuntimeError):
+class InterruptError(SoloistError, RuntimeError):
     """Base of the errors raised when an answer to an interrupt is refused; nothing was written."""
 
 
@@ -293,23 +295,23 @@ class InterruptAlreadyAnswered(InterruptNotOpen):
     """Raised by ``answer`` when the interrupt was answered before (answers are final)."""
 
 
-class RunConfigError(ValueError):
+class RunConfigError(SoloistError, ValueError):
     """Raised by ``Run(...)`` for a bad configuration (unknown coordinator names, bad limits),
     and by ``resume`` when the orchestrator's state holds no run to continue."""
 
 
-class RunStepError(RuntimeError):
+class RunStepError(SoloistError, RuntimeError):
     """Raised when a coordinator returns something the run cannot use (not a
     ``CoordinatorResult``, a handoff to a coordinator the run does not have, a bad approval
     request); the message names the coordinator. Nothing of that step was committed."""
 
 
-class MergeConflict(ValueError):
+class MergeConflict(SoloistError, ValueError):
     """Raised by ``merge_results(..., on_conflict="error")`` when two results write the same
     state key or stage differently; names both coordinators and the key."""
 
 
-class NotPicklable(TypeError):
+class NotPicklable(SoloistError, TypeError):
     """Raised when an initial state, a caller or a skill cannot be pickled to travel to the
     cluster (``Orchestrator(...)``, ``SkillRegistry.register``).
 

@@ -2,6 +2,7 @@
 durable storage, metrics, logging and the per-process registry. Never imports ``actors``;
 the ``soloist`` command (``cluster.cli``) is the one part on top of it."""
 
+from coordinators.exceptions import SoloistError
 from cluster.connect import SOLOIST_NAMESPACE, ClusterInfo, connect
 from cluster.exceptions import (
     SemaphoreConfigConflict,
@@ -16,6 +17,7 @@ from cluster.semaphore import ClusterSemaphore, Lease, SemaphoreStatistics
 
 __all__ = [
     "connect",
+    "SoloistError",
     "ClusterInfo",
     "ClusterSemaphore",
     "Lease",

@@ -6,6 +6,8 @@ Each docstring starts with when the error is raised, so callers can decide what 
 
 from __future__ import annotations
 
+from coordinators.exceptions import SoloistError
+
 __all__ = [
     "LocalClusterError",
     "ReplicaBudgetFull",
@@ -15,7 +17,7 @@ __all__ = [
 ]
 
 
-class SemaphoreTimeout(RuntimeError):
+class SemaphoreTimeout(SoloistError, RuntimeError):
     """Raised when ``ClusterSemaphore.acquire`` is not granted a permit within its timeout.
 
     No permit is held when this is raised: the parked request has been withdrawn.
@@ -35,20 +37,20 @@ class SemaphoreTimeout(RuntimeError):
         return (type(self), (self.scope, self.limit, self.timeout))
 
 
-class SemaphoreUnavailable(RuntimeError):
+class SemaphoreUnavailable(SoloistError, RuntimeError):
     """Raised when a semaphore scope cannot be reached: Ray is not initialised, the scope was
     destroyed or retired with its last run (its service holds no table for it), its service
     actor died permanently, or it stayed unreachable longer than the retry budget.
     """
 
 
-class SemaphoreConfigConflict(ValueError):
+class SemaphoreConfigConflict(SoloistError, ValueError):
     """Raised when a ``ClusterSemaphore`` is opened on a scope whose live table was created
     with a different ``permits`` or ``ttl_s``; one scope has exactly one configuration.
     """
 
 
-class LocalClusterError(RuntimeError):
+class LocalClusterError(SoloistError, RuntimeError):
     """Raised by ``soloist up``/``down`` when the local cluster cannot be started, read or stopped.
 
     The message names the record file or the head's pid, and quotes the end of Ray's output
@@ -56,7 +58,7 @@ class LocalClusterError(RuntimeError):
     """
 
 
-class ReplicaBudgetFull(RuntimeError):
+class ReplicaBudgetFull(SoloistError, RuntimeError):
     """Raised to the calls waiting for a pool's first replica when the cluster-wide replica
     budget gave it no place within the wait allowed (``SOLOIST_REPLICA_BUDGET_WAIT_S``).
 

@@ -6,7 +6,7 @@ validated `StateTransition`s; `reduce` applies them all-or-nothing. Imports no R
 
 from coordinators._frozen import FrozenDict, FrozenList, check_json_clean, freeze, thaw
 from coordinators.batch import TransitionBatch
-from coordinators.exceptions import TransitionError
+from coordinators.exceptions import SoloistError, TransitionError
 from coordinators.protocol import Coordinator
 from coordinators.reducer import reduce
 from coordinators.result import CoordinatorResult
@@ -24,6 +24,7 @@ __all__ = [
     "ContextSnapshot",
     "Coordinator",
     "TransitionError",
+    "SoloistError",
     "reduce",
     "PendingToolCall",
     "Session",

@@ -12,10 +12,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from coordinators.transitions import StateTransition
 
-__all__ = ["TransitionError"]
+__all__ = ["SoloistError", "TransitionError"]
 
 
-class TransitionError(ValueError):
+class SoloistError(Exception):
+    """The root of every error soloist raises: ``except SoloistError`` catches soloist's own
+    failures and nothing else. Each error also keeps the standard base that says what kind
+    of failure it is (``ValueError``, ``LookupError``, ``RuntimeError``, ...), so code written
+    against those goes on working."""
+
+
+class TransitionError(SoloistError, ValueError):
     """Raised when `reduce` meets a transition that cannot apply to the current state.
 
     Examples: deleting a key that is not there, closing a session that is not open, a tool

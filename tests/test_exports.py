@@ -24,6 +24,8 @@ EXPORTS: dict[str, dict[str, list[str]]] = {
         "docs/design.md's contract": ["TransitionType", "StateTransition", "TransitionBatch", "CoordinatorResult", "Message",
                                       "AgentState", "ContextSnapshot", "Coordinator", "TransitionError", "reduce"],
         "the typed parts of AgentState (pending calls, sessions)": ["PendingToolCall", "Session"],
+        "the root of every soloist error (defined here, the lowest layer; also exported by actors and cluster)": [
+            "SoloistError"],
         "the orchestrator validates each new state sharing its predecessor's frozen records": ["shared_records"],
         "deep freezing: what snapshots are made of, for users who build their own views": [
             "freeze", "thaw", "FrozenDict", "FrozenList", "check_json_clean"],
@@ -37,13 +39,16 @@ EXPORTS: dict[str, dict[str, list[str]]] = {
             "OrchestratorStatistics", "actor_name"],
         "one run's writer in this process without Ray: tests of coordinators, stores, activation and fencing": [
             "RunCore"],
+        "the root of every soloist error, so `except SoloistError` needs no other import": ["SoloistError"],
         "the run hosts: which host holds a run, and what each holds (soloist status, the runs page, benchmarks)": [
             "run_host_name", "HostStatistics", "HostedRunRecord", "host_statistics", "hosted_runs"],
         "what a handoff reads of its run, and the pools/permits behind it (inspected by tests and benchmarks)": [
             "HandoffSettings", "HandoffTarget", "pool_for", "PoolStatistics", "WarmPermits"],
+        "how a caller's answer becomes a handoff's typed output (for callers that answer in plain text)": [
+            "decode_output"],
         "how a pool grows and shrinks, what its replicas reserve, and what it is doing across the cluster "
         "(soloist status, the runs page)": [
-            "PoolPolicy", "ReplicaResources", "ScalingPools", "PoolConfigError", "ReplicaLoad", "PoolStatus",
+            "PoolPolicy", "ReplicaResources", "ScalingPools", "SharedPools", "PoolConfigError", "ReplicaLoad", "PoolStatus",
             "pool_status", "MAX_TRACKED_RUNS"],
         "the one cap rule (requested -> effective), so a display of a run's cap (the runs page) computes it as "
         "the run does": ["effective_max_parallel"],
@@ -57,6 +62,8 @@ EXPORTS: dict[str, dict[str, list[str]]] = {
             "AgentConfig", "InitializingAgent", "IdleAgent", "RunningAgent", "ErrorAgent", "ClosedAgent",
             "ALLOWED_TRANSITIONS", "new_agent", "transition", "from_stored_record", "create_coordinator_actor",
             "coordinator_config"],
+        "a driver that knows its coordinators starts their actors ahead of its run (the main job does)": [
+            "coordinators_started_ahead"],
         "the run API for user-written coordinators: runs, typed events and outcomes, approvals, nested coordinators": [
             "Run", "RunConfig", "RunEvent", "RunOutcome", "Interrupt", "ApprovalRequest", "ask_approval", "merge_results",
             "MergedCoordinator"],
@@ -78,6 +85,7 @@ EXPORTS: dict[str, dict[str, list[str]]] = {
     "cluster": {
         "docs/design.md's contract": ["connect"],
         "what connect() reports and the namespace soloist's named actors live in": ["ClusterInfo", "SOLOIST_NAMESPACE"],
+        "the root of every soloist error, so `except SoloistError` needs no other import": ["SoloistError"],
         "the cluster-wide semaphore and its errors": [
             "ClusterSemaphore", "Lease", "SemaphoreStatistics", "SemaphoreTimeout", "SemaphoreUnavailable",
             "SemaphoreConfigConflict"],

@@ -39,7 +39,7 @@ from actors.handoffs.replica import HandoffRequest, SubagentReply, retired_exit
 from actors.handoffs.settings import HandoffSettings, HandoffTarget
 from cluster.semaphore import ClusterSemaphore
 
-__all__ = ["Call", "Result", "handoff", "parallel_handoff"]
+__all__ = ["Call", "Result", "decode_output", "handoff", "parallel_handoff"]
 
 Out = TypeVar("Out")
 
@@ -148,7 +148,11 @@ def _preview(text: str) -> str:
     return f"{text[:_TEXT_PREVIEW]!r}... ({len(text)} characters)"
 
 
-def _decode(skill: str, result: ToolCallResult, out_type: Any) -> Any:
+def decode_output(skill: str, result: ToolCallResult, out_type: Any) -> Any:
+    """A tool's answer as the handoff's output: ``out_type`` read from the JSON of its text
+    blocks (``""``/``"null"``: the type's empty value), or the text itself as ``str`` (a JSON
+    string literal decoded). ``ToolReportedError`` for an answer flagged as an error,
+    ``DecodingError`` naming the tool (and showing how a non-JSON text begins) otherwise."""
     if result.is_error:
         raise ToolReportedError(skill, f"handoff {skill!r}: the tool reported an error: {result.text}")
     if out_type is str:
@@ -328,7 +332,7 @@ async def _dispatch(
                     result = await _call_subagent(caller, request, run.name, None)
             else:  # the fan-out counts its busy lanes
                 result = await _call_subagent(caller, request, run.name, fanout)
-            return _decode(skill, result, out_type)
+            return decode_output(skill, result, out_type)
         except BaseException as exc:
             error = exc
             raise

@@ -47,6 +47,7 @@ from cluster.connect import actor_was_restarted, ended_jobs, node_id
 from cluster.heap import freeze_startup_objects
 from cluster.semaphore import ClusterSemaphore
 from cluster.storage import StoreUnreachable, WriterFenced, check_durability, open_store
+from coordinators.exceptions import SoloistError
 
 __all__ = ["RunHostActor", "HostedRunRecord", "HostStatistics", "Reload", "RunNotHeld", "TicketLost", "reload_of"]
 
@@ -68,7 +69,7 @@ _TICKET_KEEP_S = 300.0  # an unclaimed outcome of a ticketed call is dropped thi
 _COLLECT_EVERY_S = 10.0  # while runs keep being unloaded, the heap is collected at most this often
 
 
-class TicketLost(LookupError):
+class TicketLost(SoloistError, LookupError):
     """The host holds no outcome for a ticket of ``call_many`` (it restarted meanwhile): the
     caller sends that call again (writes carry request ids, so exactly-once)."""
 

@@ -34,6 +34,7 @@ from actors.orchestrator._placement_kind import Placement, placement_of, schedul
 from actors.orchestrator.spec import RunSpec
 from cluster.connect import SOLOIST_NAMESPACE, node_id, shared_setting, wait_ref
 from cluster.process import process_registry
+from coordinators.exceptions import SoloistError
 
 __all__ = ["HOST_PREFIX", "MOVABLE_HOST_PREFIX", "HostCountMismatch", "HostedActor", "HostSettings", "host_count", "host_settings", "host_name_for", "live_host_names", "open_hosted", "open_hosted_async", "hosted_handle"]
 
@@ -48,7 +49,7 @@ _HOSTS_KEY = "run-hosts"  # the cluster's host count, in its shared settings
 _DEFAULT_HOSTS = 2
 
 
-class HostCountMismatch(ValueError):
+class HostCountMismatch(SoloistError, ValueError):
     """This process asks for another number of run hosts than the cluster places runs over."""
 
 

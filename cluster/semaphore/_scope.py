@@ -21,6 +21,7 @@ import logging
 from typing import Any, Literal, NamedTuple
 
 from cluster.semaphore._lease_table import LeaseTable, Outcome
+from coordinators.exceptions import SoloistError
 
 __all__ = ["ScopeKey", "ScopeGone", "ScopeEntry", "ScopeStatus", "Detached"]
 
@@ -46,7 +47,7 @@ class ScopeKey(NamedTuple):
     create: bool = False
 
 
-class ScopeGone(RuntimeError):
+class ScopeGone(SoloistError, RuntimeError):
     """Raised (inside the service) when a call names a scope the service holds no table for:
     destroyed, retired with its last run, or never opened."""
 

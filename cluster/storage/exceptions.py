@@ -9,6 +9,7 @@ what was asked.
 from __future__ import annotations
 
 from typing import Any
+from coordinators.exceptions import SoloistError
 
 MEMORY_PATH = "<memory>"
 
@@ -26,7 +27,7 @@ def _restore(cls: type[StoreError], message: str, fields: dict[str, Any]) -> Sto
     return error
 
 
-class StoreError(RuntimeError):
+class StoreError(SoloistError, RuntimeError):
     """Base of every storage error; raised directly only when SQLite fails a read for a
     reason other than corruption or permissions (e.g. an I/O error)."""
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from actors import CompositeCaller, McpServer, McpToolCaller, SkillRegistry
-from actors.callers.protocol import SharedPools
+from actors import CompositeCaller, McpServer, McpToolCaller, SharedPools, SkillRegistry
 
 
 class Number(BaseModel):

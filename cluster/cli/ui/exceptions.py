@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from coordinators import SoloistError
+
 __all__ = ["UiError", "ActionRefused", "ActionsDisabled", "BadToken", "CrossSiteRequest", "RunNotFoundInUi", "UnsafeBind"]
 
 
-class UiError(RuntimeError):
+class UiError(SoloistError, RuntimeError):
     """Base class of the page server's own errors."""
 
 
@@ -29,5 +31,5 @@ class RunNotFoundInUi(UiError, LookupError):
     """Raised when the page asks for a run that is neither live nor in the server's store."""
 
 
-class UnsafeBind(ValueError):
+class UnsafeBind(SoloistError, ValueError):
     """Raised when the server is asked to listen beyond loopback without the explicit flag."""
