@@ -43,6 +43,7 @@ class SingleWriter:
     _claims: dict[str, Claim]  # runs this store writes as their one writer
     _brief: dict[str, Any]  # runs locked for the current transaction (writer thread only)
     _epochs: dict[str, int]  # runs this store writes as their activation of that epoch
+    _activations: dict[str, str]  # ... and the holder record (with its identity) that activation wrote
 
     # -- what a database supplies -------------------------------------------------------
 
@@ -122,8 +123,7 @@ class SingleWriter:
         def op(conn: Conn) -> int:
             if self._writer.retrying and run in self._epochs:
                 row = conn.execute("SELECT epoch, holder FROM activations WHERE run = ?", (run,)).fetchone()
-                if (row is not None and int(row[0]) == self._epochs[run]
-                        and self._parse(row[1], f"activation of run {run!r}").get(_IDENTITY) == identity):
+                if row is not None and int(row[0]) == self._epochs[run] and row[1] == record:
                     return self._epochs[run]  # this very activation committed before the connection was lost
             (epoch,) = conn.execute(
                 "INSERT INTO activations VALUES (?, 1, ?, ?) ON CONFLICT (run) DO UPDATE SET "
@@ -131,6 +131,7 @@ class SingleWriter:
                 (run, record, time.time()),
             ).fetchone()
             self._epochs[run] = int(epoch)  # on the writer thread: the next queued write is fenced with it
+            self._activations[run] = record
             return int(epoch)
 
         return self._writer.submit(op)
@@ -139,6 +140,7 @@ class SingleWriter:
         """Stop writing the run as its activation (unloaded or closed); the epoch stays, so the
         next activation, here or anywhere, supersedes this one. Idempotent."""
         self._epochs.pop(run, None)
+        self._activations.pop(run, None)
 
     def activation(self, run: str) -> tuple[int, dict[str, Any]] | None:
         """The run's current ``(epoch, holder)``, or None if it was never activated."""
@@ -177,9 +179,10 @@ class SingleWriter:
 
     def _check_epoch(self, run: str, row: tuple[Any, ...] | None) -> None:
         """``WriterFenced`` when this store activated the run and ``row`` (its activation, read
-        in this transaction) holds a later epoch."""
+        in this transaction) is another activation: a later epoch, or the same number taken by
+        another writer (the run was deleted and created again, which starts its epochs anew)."""
         epoch = self._epochs.get(run)
-        if epoch is not None and row is not None and row[0] != epoch:
+        if epoch is not None and row is not None and (row[0] != epoch or row[1] != self._activations.get(run)):
             raise WriterFenced(path=self._file, run=run, epoch=epoch, current=int(row[0]), holder=self._holder(row[1], run))
 
     def _unlock_brief(self) -> None:

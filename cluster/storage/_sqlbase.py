@@ -86,6 +86,7 @@ class SqlStore(SingleWriter):
         self._claims: dict[str, Claim] = {}  # runs this store writes as their one writer
         self._brief: dict[str, Any] = {}  # runs locked for the current transaction (writer thread only)
         self._epochs: dict[str, int] = {}  # runs this store writes as their activation of that epoch
+        self._activations: dict[str, str] = {}  # ... and the holder record that activation wrote
         # digest -> text of blobs read or written here (content-addressed, so never stale: kept
         # for reads; a write still asks the database whether the row is there)
         self._blobs: dict[str, str] = {}

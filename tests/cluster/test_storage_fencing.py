@@ -46,6 +46,26 @@ def test_each_activation_raises_the_epoch_and_records_its_holder(stores: tuple[A
     assert old.activation("never") is None
 
 
+def test_a_writer_of_a_deleted_run_cannot_write_the_run_created_again_under_its_name(
+    store_location: StoreLocation, stores: tuple[Any, Any]
+) -> None:
+    """Deleting a run removes its activation, so the run created again under that name counts
+    its epochs from 1 anew: the old writer, still alive with epoch 1, must not pass the new
+    run's fence at epoch 1 (its activation is another one, whatever its number)."""
+    old, new = stores
+    old.create_run(_info("r"), {"n": 0})
+    assert old.activate("r", holder={"host": "a"}) == 1
+    old.append("r", [_entry(1)]).result()
+    new.delete_run("r")
+    new.create_run(_info("r"), {"n": 0})
+    assert new.activate("r", holder={"host": "b"}) == 1  # the same number, another activation
+    with pytest.raises(WriterFenced):
+        old.append("r", [_entry(1)]).result()
+    assert _journal(store_location, "r") == []
+    new.append("r", [_entry(1)]).result()
+    assert _journal(store_location, "r") == [1]
+
+
 def test_a_superseded_activation_cannot_append_and_nothing_is_stored(store_location: StoreLocation, stores: tuple[Any, Any]) -> None:
     old, new = stores
     old.activate("r", holder={"host": "a"})
