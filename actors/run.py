@@ -392,8 +392,9 @@ class Run:
             if done.phase == "turn":
                 version = ctx.version
                 break
-            version = await self._commit((), done.model_copy(update={"phase": "turn"}), ctx.version)
-            if version is not None:
+            committed = await self._commit((), done.model_copy(update={"phase": "turn"}), ctx.version)
+            if committed is not None:
+                version = committed
                 done = done.model_copy(update={"phase": "turn"})
                 break
         await self._emit("handoffs", done, version, coordinator="handoffs")

@@ -112,7 +112,8 @@ def _type_name(out_type: Any) -> str:
 def _empty_value(skill: str, out_type: Any) -> Any:
     """``out_type``'s empty value for a blank or ``null`` output, where it has one."""
     adapter = _adapter(out_type)
-    for candidate in (None, {}, [], ""):
+    candidates: tuple[Any, ...] = (None, {}, [], "")
+    for candidate in candidates:
         try:
             return adapter.validate_python(candidate)
         except ValidationError:
@@ -355,7 +356,7 @@ def _is_target_type(cls: type) -> bool:
 
 
 def _check_orchestrator(orch: Any) -> None:
-    if not _is_target_type(type(orch)):
+    if not _is_target_type(type(orch)):  # type: ignore[arg-type]  # a class is hashable; typeshed's Hashable does not say so of type[Any]
         raise TypeError(f"handoffs need an Orchestrator, got {type(orch).__name__}")
 
 

@@ -33,6 +33,7 @@ import logging
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from typing import Any
 
 import cloudpickle
@@ -304,10 +305,15 @@ class RunHostActor:
                     ticket = f"{self._name}:{next(self._ticket_numbers)}"
                     self._tickets[ticket] = task
                     # Unclaimed (its driver went away): dropped a while after it ends.
-                    task.add_done_callback(lambda _, t=ticket: asyncio.get_running_loop().call_later(
-                        _TICKET_KEEP_S, self._tickets.pop, t, None))
+                    task.add_done_callback(self._drop_ticket_later(ticket))
                 answers.append((None, ticket))
         return answers
+
+    def _drop_ticket_later(self, ticket: str) -> Callable[[asyncio.Future[tuple[bool, Any]]], None]:
+        def drop(_: asyncio.Future[tuple[bool, Any]]) -> None:
+            asyncio.get_running_loop().call_later(_TICKET_KEEP_S, self._tickets.pop, ticket, None)
+
+        return drop
 
     async def _outcome_of(self, call: tuple[Any, ...]) -> tuple[bool, Any]:
         try:

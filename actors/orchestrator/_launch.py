@@ -17,7 +17,7 @@ from actors.orchestrator._actor import OrchestratorActor
 from actors.orchestrator._placement_kind import placement_of, scheduling_strategy
 from actors.orchestrator.spec import RunSpec
 from cluster.connect import SOLOIST_NAMESPACE
-from cluster.storage import Durability, RunLockedElsewhere, Store, is_postgres_url, open_store, portable_path
+from cluster.storage import Durability, RunLockedElsewhere, Store, check_durability, is_postgres_url, open_store, portable_path
 
 __all__ = ["actor_name", "start_actor", "prepare_store", "store_location", "stored_owner", "translate_creation_error", "writer_elsewhere"]
 
@@ -92,7 +92,7 @@ def prepare_store(store: Any, name: str, durability: str, *, creating: bool) -> 
     """Validate the store in this process (so a bad file fails the constructor) and return what the actor opens."""
     if store is None:
         return None
-    opened = open_store(store, durability=durability)
+    opened = open_store(store, durability=check_durability(durability))
     try:
         exists = opened.get_run(name) is not None
     finally:

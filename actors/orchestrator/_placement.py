@@ -36,7 +36,7 @@ from cluster.connect import SOLOIST_NAMESPACE, node_id, shared_setting, wait_ref
 from cluster.process import process_registry
 from coordinators.exceptions import SoloistError
 
-__all__ = ["HOST_PREFIX", "MOVABLE_HOST_PREFIX", "HostCountMismatch", "HostedActor", "HostSettings", "host_count", "host_settings", "host_name_for", "live_host_names", "open_hosted", "open_hosted_async", "hosted_handle"]
+__all__ = ["HOST_PREFIX", "MOVABLE_HOST_PREFIX", "HostCountMismatch", "HostedActor", "HostSettings", "host_count", "host_settings", "host_name_for", "live_host_names", "reloadable_handle", "open_hosted", "open_hosted_async", "hosted_handle"]
 
 HOST_PREFIX = "soloist:host:"  # every host's name starts so; a node-bound host's is HOST_PREFIX + "<node id>:<i>"
 MOVABLE_HOST_PREFIX = HOST_PREFIX + "db:"  # hosts of runs stored in a database: not pinned to a node
@@ -266,6 +266,12 @@ async def open_hosted_async(spec: RunSpec, owner_job: str | None) -> HostedActor
             await asyncio.sleep(0.05)
 
 
+def reloadable_handle(run: str, reload: Reload) -> HostedActor:
+    """The run's ``HostedActor`` that may activate it from its store (``reload``), whether or
+    not a host holds it now: its first call activates it there."""
+    return HostedActor(run, reload, host_name_for(run, store=reload.store))
+
+
 def hosted_handle(run: str, reload: Reload | None = None) -> HostedActor | None:
     """The ``HostedActor`` of a run its host holds now (loaded or unloaded), else None; with
     ``reload``, the run's ``HostedActor`` whether or not a host holds it (its first call
@@ -273,7 +279,7 @@ def hosted_handle(run: str, reload: Reload | None = None) -> HostedActor | None:
     it is looked for on the run's host of each placement kind (its store is not known), on
     this process's node first, then on every other node's."""
     if reload is not None:
-        return HostedActor(run, reload, host_name_for(run, store=reload.store))
+        return reloadable_handle(run, reload)
     here = _host_name(run, None, "node")
     index = here.rsplit(":", 1)[1]
     candidates = [here, _host_name(run, None, "anywhere")]

@@ -15,8 +15,8 @@ import secrets
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator
-from typing import Any, Callable, Concatenate, Generic, ParamSpec, TypeVar
+from collections.abc import AsyncGenerator, Awaitable, Iterable, Iterator
+from typing import Any, Callable, Concatenate, Generic, ParamSpec, TypeVar, cast
 
 import ray
 from pydantic import BaseModel
@@ -46,7 +46,7 @@ from actors.orchestrator._launch import (
     translate_creation_error,
     writer_elsewhere,
 )
-from actors.orchestrator._placement import HostedActor, hosted_handle, open_hosted, open_hosted_async
+from actors.orchestrator._placement import HostedActor, hosted_handle, open_hosted, open_hosted_async, reloadable_handle
 from actors.orchestrator.hosts import hosted_runs
 from actors.orchestrator._host import Reload
 from actors.orchestrator._recovery import stored_run_spec
@@ -147,7 +147,7 @@ def _new_run_spec(
         token=secrets.token_urlsafe(32),
         initial=initial,
         store=store_spec,
-        durability=durability,  # type: ignore[arg-type]
+        durability=check_durability(durability),
         max_parallel=max_parallel,
         caller=caller,
         # Not derived from the run's name: subagents get the scope, never the name.
@@ -399,8 +399,8 @@ class Orchestrator(Generic[S]):
             # Hosted: the run's first call on its host activates it from the store, reopening it
             # if its owner closed it (this explicit attach only: the handle's own Reload, which
             # its copies carry, never brings a closed run back).
-            reopening = hosted_handle(name, Reload(store=store_spec, durability=durability, reopen=True))
-            hosted = hosted_handle(name, Reload(store=store_spec, durability=durability))
+            reopening = reloadable_handle(name, Reload(store=store_spec, durability=durability, reopen=True))
+            hosted = reloadable_handle(name, Reload(store=store_spec, durability=durability))
             try:
                 described = wait_ref(reopening.describe.remote())
             except ray.exceptions.RayTaskError as exc:
@@ -485,9 +485,9 @@ class Orchestrator(Generic[S]):
     async def versioned_snapshot(self) -> tuple[int, S]:
         """``(version, state)`` read together, for compare-and-set loops."""
         started = time.perf_counter()
-        result = await self._call(OrchestratorActor.snapshot)
+        version, state = await self._call(OrchestratorActor.snapshot)
         telemetry.record_snapshot(self._name, time.perf_counter() - started)  # the round trip callers wait for
-        return result
+        return version, cast(S, state)  # the run's state is of the handle's state type
 
     async def version(self) -> int:
         return await self._call(OrchestratorActor.version)
@@ -545,7 +545,7 @@ class Orchestrator(Generic[S]):
             pass  # restarting or gone: keep the cached cap; the cluster semaphore still caps at 4
         return self.max_parallel
 
-    async def subscribe(self, since: int = 0) -> AsyncIterator[Change]:
+    async def subscribe(self, since: int = 0) -> AsyncGenerator[Change, None]:
         """Committed changes after version ``since``, in order, following the run live."""
         if isinstance(since, bool) or not isinstance(since, int) or since < 0:
             raise ValueError(f"subscribe(since=...) takes a version >= 0, got {since!r}")
@@ -576,8 +576,8 @@ class Orchestrator(Generic[S]):
             raise TypeError("apply(None): pass a function that mutates the state it is given (or returns a new one)")
         if not callable(fn):
             raise TypeError(f"apply() takes a callable, got {type(fn).__name__}")
-        self._require_owner("apply()")
-        return await self._call(OrchestratorActor.apply_fn, self._token, _request_id(request_id), fn)
+        token = self._require_owner("apply()")
+        return await self._call(OrchestratorActor.apply_fn, token, _request_id(request_id), fn)
 
     async def apply_batch(
         self, batch: TransitionBatch | Iterable[StateTransition], *, expected_version: int | None = None,
@@ -596,8 +596,8 @@ class Orchestrator(Generic[S]):
                 raise TypeError(f"apply_batch: item {i} is a {type(t).__name__}, not a StateTransition")
         if expected_version is not None and (isinstance(expected_version, bool) or not isinstance(expected_version, int)):
             raise TypeError(f"expected_version must be an int or None, got {type(expected_version).__name__}")
-        self._require_owner("apply_batch()")
-        return await self._call(OrchestratorActor.apply_batch, self._token, _request_id(request_id), transitions, expected_version)
+        token = self._require_owner("apply_batch()")
+        return await self._call(OrchestratorActor.apply_batch, token, _request_id(request_id), transitions, expected_version)
 
     # ------------------------------------------------------- history, forks
 
@@ -613,7 +613,7 @@ class Orchestrator(Generic[S]):
     async def state_at(self, version: int) -> S:
         """The state exactly as it was committed at ``version`` (``HistoryCompacted`` if too old)."""
         _check_version("version", version)
-        return await self._call(OrchestratorActor.state_at, version)
+        return cast(S, await self._call(OrchestratorActor.state_at, version))  # the run's state type
 
     async def fork(self, new_name: str, *, at_version: int, store: str | Store | None = None) -> "Orchestrator[S]":
         """A new run named ``new_name`` whose state is exactly this run's state at ``at_version``.
@@ -647,9 +647,9 @@ class Orchestrator(Generic[S]):
     async def mark_run(self, status: RunStatus, *, finished: bool = False) -> None:
         """Record the run's ``status`` in its store entry, with the time as ``finished_at``
         (``finished``: ``soloist gc`` reads it) or ``updated_at``. Owner's handle only."""
-        self._require_owner("mark_run()")
+        token = self._require_owner("mark_run()")
         facts: dict[str, Any] = {"status": status, ("finished_at" if finished else "updated_at"): time.time()}
-        await self._call(OrchestratorActor.mark_run, self._token, facts)
+        await self._call(OrchestratorActor.mark_run, token, facts)
 
     async def agent_created(self, agent_id: str, kind: AgentKind, config: AgentConfig, handle: Any) -> None:
         """An actor of the run (a coordinator, a subagent) was (re-)created: its record goes
@@ -708,12 +708,12 @@ class Orchestrator(Generic[S]):
             # owner's handle in this process may still use the same entry), so it stays.
             self._closed = True
             return
-        self._require_owner("close()")
+        token = self._require_owner("close()")
         self._closed = True
         untrack(self._name)
         release_idle_permits(self._semaphore_scope)
         try:
-            await self._call(OrchestratorActor.close, self._token)
+            await self._call(OrchestratorActor.close, token)
         finally:
             if isinstance(self._actor, HostedActor):
                 with contextlib.suppress(ray.exceptions.RayActorError):
@@ -730,7 +730,8 @@ class Orchestrator(Generic[S]):
 
     # ------------------------------------------------------------- internals
 
-    def _require_owner(self, what: str) -> None:
+    def _require_owner(self, what: str) -> str:
+        """The owner's token, for ``what`` to present; refused on a closed or read-only handle."""
         if self._closed:
             raise OrchestratorClosed(f"orchestrator {self._name!r} is closed")
         if self._token is None:
@@ -738,6 +739,7 @@ class Orchestrator(Generic[S]):
                 f"{what} on orchestrator {self._name!r} needs the owner's handle: this one is read-only "
                 "(it was shipped to another process or attached without the store)"
             )
+        return self._token
 
     def _remote(self, method: Callable[..., Any]) -> Any:
         """The actor's remote method for ``method``, a function of ``OrchestratorActor``
@@ -795,7 +797,7 @@ def _request_id(request_id: str | None) -> str:
     return check_request_id(request_id)
 
 
-class _ComponentLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
+class _ComponentLogger(logging.LoggerAdapter[logging.Logger]):
     """Adds ``component`` and ``orchestrator`` to every record, keeping the call's own extras."""
 
     def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:

@@ -47,7 +47,7 @@ def host_statistics() -> list[HostStatistics]:
 def hosted_runs(offset: int = 0, limit: int | None = None) -> list[tuple[str, HostedRunRecord]]:
     """The runs of every live host, as ``(host, record)``, by host then run name; ``offset``
     and ``limit`` page each host's list (a host holds thousands)."""
-    found = []
+    found: list[tuple[str, HostedRunRecord]] = []
     for name in live_hosts():
         try:
             handle = ray.get_actor(name, namespace=SOLOIST_NAMESPACE)

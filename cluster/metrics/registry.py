@@ -159,9 +159,9 @@ class _Recorder:
                 self.counters[key] = self.counters.get(key, 0.0) + value
             for key, value in merged.gauge_adds.items():
                 self.gauge_adds[key] = self.gauge_adds.get(key, 0.0) + value
-            for key, value in merged.gauge_sets.items():
-                if key not in self.gauge_sets or value[1] >= self.gauge_sets[key][1]:
-                    self.gauge_sets[key] = value
+            for key, stamped in merged.gauge_sets.items():
+                if key not in self.gauge_sets or stamped[1] >= self.gauge_sets[key][1]:
+                    self.gauge_sets[key] = stamped
             for key, (counts, seconds) in merged.histograms.items():
                 mine = self.histograms.get(key)
                 if mine is None:
@@ -462,7 +462,7 @@ def serve_metrics(port: int, addr: str = "0.0.0.0") -> MetricsServer:
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise ValueError(f"serve_metrics(port=...) takes a port number 0-65535 (0: any free port), got {port!r}")
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_ClusterBridge())  # type: ignore[arg-type]
+    registry.register(_ClusterBridge())
     httpd, thread = start_http_server(port, addr=addr, registry=registry)
     server = MetricsServer(httpd, thread, addr)
     _log.info("serving metrics on %s", server.url, extra=_LOG_EXTRA)

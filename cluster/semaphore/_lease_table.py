@@ -161,8 +161,8 @@ class LeaseTable:
         results: list[bool] = []
         for item in leases:
             lease_id, holder, limit = item[0], item[1], item[2]
-            generation = item[3] if len(item) > 3 else 0  # type: ignore[misc]
-            guarded = bool(item[4]) if len(item) > 4 else False  # type: ignore[misc]
+            generation = item[3] if len(item) > 3 else 0
+            guarded = bool(item[4]) if len(item) > 4 else False
             record = self._leases.get(lease_id)
             if record is not None and (generation == 0 or record.generation == generation):
                 record.expires_at = now + self.ttl_s

@@ -54,7 +54,7 @@ MAX_DROPPED = 100_000
 _Renewal = tuple[ScopeKey, list[tuple[Any, ...]]]
 
 
-@ray.remote(concurrency_groups={"acquire": 100_000, "control": 64, "watch": 100_000})
+@ray.remote(concurrency_groups={"acquire": 100_000, "control": 64, "watch": 100_000})  # type: ignore[call-overload]  # Ray's stubs omit concurrency_groups
 class SemaphoreService:
     """Holds the ``LeaseTable`` of every scope placed on it. Parked acquires run in the
     ``acquire`` group and contention watches in ``watch``, so release, renew and statistics

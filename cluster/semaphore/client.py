@@ -451,12 +451,14 @@ class ClusterSemaphore:
         async def submit(key: ScopeKey) -> tuple[Outcome, int]:
             args = (key, lease.lease_id, lease.holder, lease.limit)
             if deadline is None:
-                return tuple(await self._handle.acquire.remote(*args, None, owner))  # type: ignore[return-value]
+                outcome, generation = await self._handle.acquire.remote(*args, None, owner)
+                return outcome, generation
             remaining = max(0.0, deadline - time.monotonic())
             ref = self._handle.acquire.remote(*args, remaining, owner)
             try:
                 # The service answers by the deadline; the grace only covers a restart in between.
-                return tuple(await asyncio.wait_for(ref, remaining + _DEADLINE_GRACE_S))  # type: ignore[return-value]
+                outcome, generation = await asyncio.wait_for(ref, remaining + _DEADLINE_GRACE_S)
+                return outcome, generation
             except asyncio.TimeoutError:
                 return "timeout", 0  # the caller withdraws the request, wherever it is
 
