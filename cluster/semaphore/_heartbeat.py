@@ -22,7 +22,7 @@ from cluster.process import Table, process_registry
 from cluster.semaphore._models import Lease
 from cluster.semaphore._scope import ScopeKey
 
-__all__ = ["Heartbeat", "heartbeat_for", "heartbeats_of", "held_by_this_process", "actor_gone"]
+__all__ = ["Heartbeat", "heartbeat_for", "heartbeats_of", "held_by_this_process", "actor_gone", "note_acquiring", "done_acquiring"]
 
 logger = logging.getLogger(__name__)
 _LOG_EXTRA = {"component": "cluster-semaphore"}
@@ -220,9 +220,33 @@ def heartbeats_of(name: str) -> list[Heartbeat]:
     return _HEARTBEATS.select(lambda key: key[0] == name)
 
 
+# Guarded leases this process has asked for and not yet added to a heartbeat (or given up):
+# the service may have granted one already while its answer is still on its way here. A probe
+# must count such a lease as held: answered "not held", the service would free a permit whose
+# work is about to run (a late report of this actor's previous incarnation triggers exactly
+# that probe), and one more body than the cap would run.
+_ACQUIRING: set[str] = set()
+_ACQUIRING_LOCK = threading.Lock()
+
+
+def note_acquiring(lease_id: str) -> None:
+    """This process is asking for guarded lease ``lease_id`` (until ``done_acquiring``)."""
+    with _ACQUIRING_LOCK:
+        _ACQUIRING.add(lease_id)
+
+
+def done_acquiring(lease_id: str) -> None:
+    """The request for ``lease_id`` ended: granted (and added to a heartbeat) or given up."""
+    with _ACQUIRING_LOCK:
+        _ACQUIRING.discard(lease_id)
+
+
 def held_by_this_process(lease_ids: list[str]) -> list[bool]:
-    """Which of ``lease_ids`` this process holds (the answer an owner gives a probe)."""
-    answers = [False] * len(lease_ids)
+    """Which of ``lease_ids`` this process holds (the answer an owner gives a probe): those its
+    heartbeats renew, and those it is still acquiring (granted, perhaps, with the answer on its
+    way)."""
+    with _ACQUIRING_LOCK:
+        answers = [lease_id in _ACQUIRING for lease_id in lease_ids]
     for beat in _HEARTBEATS.select(lambda _key: True):
         answers = [a or b for a, b in zip(answers, beat.held_ids(lease_ids))]
     return answers

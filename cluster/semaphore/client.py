@@ -45,7 +45,7 @@ from ray.exceptions import GetTimeoutError, RayActorError
 
 from cluster.connect import SOLOIST_NAMESPACE, wait_ref
 from cluster.exceptions import SemaphoreConfigConflict, SemaphoreTimeout, SemaphoreUnavailable
-from cluster.semaphore._heartbeat import actor_gone, heartbeat_for, heartbeats_of, held_by_this_process
+from cluster.semaphore._heartbeat import actor_gone, done_acquiring, heartbeat_for, heartbeats_of, held_by_this_process, note_acquiring
 from cluster.semaphore._lease_table import Outcome
 from cluster.semaphore._models import (
     HARD_MAX_PERMITS,
@@ -330,16 +330,22 @@ class ClusterSemaphore:
         )
         deadline = None if timeout is None else time.monotonic() + timeout
         sent = time.monotonic()
+        if lease.guarded:
+            note_acquiring(lease.lease_id)  # a probe meanwhile counts it as held (see note_acquiring)
         try:
-            outcome, generation = await self._request(lease, deadline, owner)
-        except BaseException:
+            try:
+                outcome, generation = await self._request(lease, deadline, owner)
+            except BaseException:
+                await self._withdraw(lease)
+                raise
+            if outcome == "granted":
+                lease = lease.model_copy(update={"generation": generation})
+                self._heartbeat.add(lease, self._key(), sent, owner)
+                return lease
             await self._withdraw(lease)
-            raise
-        if outcome == "granted":
-            lease = lease.model_copy(update={"generation": generation})
-            self._heartbeat.add(lease, self._key(), sent, owner)
-            return lease
-        await self._withdraw(lease)
+        finally:
+            if lease.guarded:
+                done_acquiring(lease.lease_id)
         if outcome == "timeout":
             raise SemaphoreTimeout(self._scope, limit, float(timeout or 0.0))
         if outcome == "withdrawn":

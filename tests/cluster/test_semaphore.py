@@ -276,6 +276,9 @@ class GuardedHolder:
     async def probed(self) -> int:
         return self.probes
 
+    async def release(self, sem: ClusterSemaphore, lease: Lease) -> bool:
+        return await sem.release(lease)
+
     async def pid(self) -> int:
         return os.getpid()
 
@@ -319,6 +322,43 @@ async def test_a_killed_holder_reported_lost_gets_its_permits_back_long_before_t
         for lease in granted:
             assert await sem.release(lease) is True
     finally:
+        ray.kill(holder, no_restart=True)
+
+
+async def test_a_late_report_never_frees_a_lease_granted_while_its_answer_was_on_the_way(
+    unexpiring_sem: ClusterSemaphore,
+) -> None:
+    """A holder's request is granted while the holder is stopped (the answer waits in its
+    socket) and a report that it was lost (about an earlier incarnation: a restarted replica
+    keeps its actor id) makes the semaphore probe it at once. The holder's answer must count
+    the lease it is still acquiring as held: answered "not held", the permit went to the next
+    waiter while the holder's work ran too, one more than the cap."""
+    sem = unexpiring_sem
+    holder = GuardedHolder.remote()
+    plain = [await sem.acquire(timeout=HANG_GUARD_S) for _ in range(4)]
+    try:
+        pid = await holder.pid.remote()
+        grabbing = holder.grab.remote(sem, 1)
+        await _wait_for(sem, lambda s: s.waiting == 1)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            await sem.release(plain.pop())  # granted to the stopped holder: its answer waits
+            await _wait_for(sem, lambda s: s.held == 4 and s.waiting == 0)
+            ClusterSemaphore.report_lost(sem.scope, holder)
+            await _wait_for(sem, lambda s: s.suspects == 1)  # the probe is out, to the stopped holder
+            waiter = asyncio.ensure_future(sem.acquire(timeout=HANG_GUARD_S))
+            await _wait_for(sem, lambda s: s.waiting == 1)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        (lease,) = await grabbing  # the holder's work may start: it holds a permit
+        await eventually(holder.probed.remote, lambda n: n >= 1, "the holder answering the probe")
+        stats = await _wait_for(sem, lambda s: s.suspects == 0)
+        assert not waiter.done() and (stats.held, stats.expired_total) == (4, 0), stats
+        await holder.release.remote(sem, lease)
+        plain.append(await asyncio.wait_for(waiter, HANG_GUARD_S))  # the permit goes on only now
+    finally:
+        for held in plain:
+            await sem.release(held)
         ray.kill(holder, no_restart=True)
 
 
