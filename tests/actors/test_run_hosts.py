@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import ray
@@ -38,7 +39,7 @@ from actors import (
 from cluster import SOLOIST_NAMESPACE
 from cluster.storage import SqliteStore, WriterFenced
 from coordinators import AgentState
-from tests._waits import HANG_GUARD_S, eventually, file_appears
+from tests._waits import HANG_GUARD_S, eventually, file_appears, process_gone
 from tests.actors.run_fixtures import EchoIn, EchoOut, counts, skill_registry, three
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
@@ -624,3 +625,72 @@ async def test_a_store_waiting_to_open_never_holds_back_other_runs_of_its_host(t
             assert await gated.apply(bump) == 1
             await gated.close()
         await quick.close()
+
+
+_DRIVER_THAT_EXITS = """
+import asyncio, sys
+from pydantic import BaseModel
+from actors import Orchestrator
+from cluster import connect
+
+
+class Tally(BaseModel):
+    n: int = 0
+
+
+def bump(state):
+    state.n += 1
+
+
+async def main(address, store, name):
+    connect(address=address, namespace="soloist-tests")
+    orch = Orchestrator(Tally(), name=name, store=store)  # not detached: closed when this driver exits
+    await orch.apply(bump)
+    print("HOST", (await orch.statistics()).pid, flush=True)
+    sys.stdin.readline()  # the test restarts the host meanwhile
+    print("AFTER", await orch.apply(bump), flush=True)
+
+
+asyncio.run(main(*sys.argv[1:4]))
+"""
+
+
+async def test_a_run_taken_up_again_after_its_host_restarted_is_still_closed_when_its_driver_exits(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
+    driver = subprocess.Popen([sys.executable, "-c", _DRIVER_THAT_EXITS, ray.get_runtime_context().gcs_address, str(store),
+                               "orphaned"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              text=True, env=env)
+    try:
+        assert driver.stdout is not None and driver.stdin is not None
+        line = await asyncio.wait_for(asyncio.to_thread(_line_starting, driver.stdout, "HOST "), HANG_GUARD_S)
+        host_pid = int(line.split()[1])
+        os.kill(host_pid, signal.SIGKILL)
+        await process_gone(host_pid)  # Ray restarts the host: it holds nothing
+        driver.stdin.write("go\n")
+        driver.stdin.flush()
+        line = await asyncio.wait_for(asyncio.to_thread(_line_starting, driver.stdout, "AFTER "), HANG_GUARD_S)
+        assert line.split() == ["AFTER", "2"], line  # taken up again from the store on the restarted host
+        assert await asyncio.to_thread(driver.wait, HANG_GUARD_S) == 0
+    finally:
+        driver.kill()
+
+    def closed_by_its_host() -> bool:
+        opened = SqliteStore(store)
+        try:
+            info = opened.get_run("orphaned")
+            marked = info is not None and bool(info.metadata.get("closed"))
+        finally:
+            opened.close()
+        return marked and "orphaned" not in {record.name for _, record in hosted_runs()}
+
+    await eventually(lambda: asyncio.to_thread(closed_by_its_host), bool, "the host closing the exited driver's run")
+
+
+def _line_starting(stream: Any, prefix: str) -> str:
+    """The driver's next line starting with ``prefix`` (Ray forwards its workers' warnings to
+    the driver's stdout too); empty at the end of the stream."""
+    while line := stream.readline():
+        if line.startswith(prefix):
+            return str(line)
+    return ""
