@@ -1,6 +1,7 @@
 """The tools of the built-in code exploration: the read-only code skills (``code_skills``)
-the import-graph search (``importers``: who imports a name, to closure) and the file-system
-guard they go through (``fs_guard``). Mirrors ``coordinators.builtin``.
+the import-graph search (``importers``: who imports a name, to closure), the file-system
+guard they go through (``fs_guard``) and the registry that serves them from one warm pool
+(``registry``). Mirrors ``coordinators.builtin``.
 
 Exported here because the command line's exploration job, the tests and the benchmarks use
 them as a library: the skills and their input/output models, and the guard's path rules.
@@ -36,6 +37,7 @@ from actors.builtin.importers import (
     SymbolImporters,
     find_importers,
 )
+from actors.builtin.registry import CODE_POOL, CodeSkillRegistry, exploration_registry
 from actors.builtin.fs_guard import (
     ALWAYS_SKIP,
     BINARY_SNIFF_BYTES,
@@ -74,6 +76,9 @@ __all__ = [
     "resolve_inside",
     "search_code",
     "find_importers",
+    "CODE_POOL",
+    "CodeSkillRegistry",
+    "exploration_registry",
     "Definition",
     "FoundImporter",
     "ImportersInput",

@@ -7,14 +7,17 @@ Library code, so the command line stays a thin shell.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from actors import DEFAULT_MAX_PARALLEL, Orchestrator, Run, RunEvent, RunOutcome, SkillRegistry
-from actors.builtin import CODE_SKILLS
+from actors import (DEFAULT_MAX_PARALLEL, Orchestrator, Run, RunEvent, RunOutcome, SkillRegistry, coordinators_started_ahead,
+                    pool_for)
+from actors.builtin import CODE_SKILLS, exploration_registry
 from actors import CompositeCaller, LlmCaller
 from coordinators import AgentState, TransitionBatch
 from coordinators.builtin import DEFAULT_FIRST, default_coordinators
@@ -41,11 +44,17 @@ class ExplorationRun(BaseModel):
 
 
 def code_skill_registry(*, replicas: int = 4) -> SkillRegistry:
-    """A registry serving ``search_code``, ``list_tree``, ``read_excerpt`` and ``python_imports``."""
-    skills = SkillRegistry(replicas=replicas)
-    for name, fn in CODE_SKILLS.items():
-        skills.register(name, fn)
-    return skills
+    """A registry serving the code skills (``search_code``, ``list_tree``, ``read_excerpt``,
+    ``python_imports``, ``find_importers``) from one pool that keeps a replica up
+    (``actors.builtin.exploration_registry``) and grows to ``replicas`` under load."""
+    return exploration_registry(replicas=replicas)
+
+
+def _start_pools(caller: Any) -> None:
+    """Create the pools that will serve the code skills for ``caller``: each starts the
+    replica its policy keeps (or finds it up), in a thread of its own, while the run starts."""
+    for name in CODE_SKILLS:
+        pool_for(caller, name)
 
 
 async def explore(
@@ -74,25 +83,39 @@ async def explore(
     caller: Any = code_skill_registry()
     if llm is not None:
         caller = CompositeCaller(caller, LlmCaller(llm))
+        coordinators = {c.name: c for c in llm_coordinators()}
+    else:
+        coordinators = {c.name: c for c in default_coordinators()}
     orch = Orchestrator(AgentState(), caller=caller, name=name, store=store,
                         durability=durability, max_parallel=max_parallel)
-    if on_start is not None:
-        on_start(orch)
-    try:
-        await orch.apply_batch(
-            TransitionBatch()
-            .update_state("root", real_root)
-            .add_message({"role": "user", "content": task})
-        )
-        if llm is not None:
-            coordinators = {c.name: c for c in llm_coordinators()}
-        else:
-            coordinators = {c.name: c for c in default_coordinators()}
-        run = Run(orch, coordinators, first=DEFAULT_FIRST, fallback="coordination", vetting="safety",
-                  max_turns=max_turns, on_event=on_event)
-        outcome = await run.run(task)
-    finally:
-        await orch.close()
+    # What the run will wait for starts now, side by side, instead of one after another on its
+    # path: the coordinators' actors, the code skills' pool and the run's semaphore scope (each
+    # a process to start on a fresh cluster), while the run makes its first writes. (After the
+    # orchestrator, whose host the very first write needs, and which has its records follow
+    # the replicas this process creates.)
+    with coordinators_started_ahead(coordinators.values()):
+        pools = asyncio.get_running_loop().run_in_executor(None, _start_pools, caller)
+        joined = asyncio.ensure_future(orch.join_semaphore())  # the run's first handoff joins it anyway
+        try:
+            if on_start is not None:
+                on_start(orch)
+            await orch.apply_batch(
+                TransitionBatch()
+                .update_state("root", real_root)
+                .add_message({"role": "user", "content": task})
+            )
+            run = Run(orch, coordinators, first=DEFAULT_FIRST, fallback="coordination", vetting="safety",
+                      max_turns=max_turns, on_event=on_event)
+            outcome = await run.run(task)
+        finally:
+            try:
+                # Done by now, unless the run ended before its first handoff. Their errors are
+                # reported where they matter: by that handoff, which joins and picks again.
+                for started in (joined, pools):
+                    with contextlib.suppress(Exception):
+                        await started
+            finally:
+                await orch.close()
     return ExplorationRun(run=orch.name, task=task, root=real_root, store=store, outcome=outcome)
 
 
