@@ -6,8 +6,9 @@ seconds after its last call) every round of a run started a process per skill it
 waited for it: about a second of a core each, most of a run's time on a small machine.
 Here the five skills share one pool (``SharedPools``): a replica runs any of them, each in
 its own thread, up to 64 calls at once, so the cap's four calls of a round fit in one warm
-replica. The pool keeps one replica up (``min_replicas=1``) for the runs that follow on the
-same cluster, and grows under load like any pool (``PoolPolicy``).
+replica. The pool keeps one replica up (``min_replicas=1``) while runs use it and for
+``SOLOIST_REPLICA_KEEP_S`` after (``actors.handoffs.pools``), so the runs that follow on the
+same cluster find it started, and grows under load like any pool (``PoolPolicy``).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class CodeSkillRegistry(SkillRegistry):
 
 def exploration_registry(*, replicas: int = 4) -> CodeSkillRegistry:
     """The code skills (``CODE_SKILLS``) in a ``CodeSkillRegistry`` whose pool keeps one replica
-    up and grows to ``replicas`` under load (eight calls in flight per replica)."""
+    up while it is used and grows to ``replicas`` under load (eight calls in flight per replica)."""
     registry = CodeSkillRegistry(policy=PoolPolicy(min_replicas=1, max_replicas=replicas))
     for name, fn in CODE_SKILLS.items():
         registry.register(name, fn)
