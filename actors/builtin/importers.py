@@ -303,7 +303,7 @@ class _ImportVisitor:
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.stmt):
                     self._body([child], inner_conditional, inner_local)
-                elif isinstance(child, (ast.excepthandler, ast.match_case)):
+                elif isinstance(child, ast.ExceptHandler | ast.match_case):
                     self._body(child.body, inner_conditional, inner_local)
 
 

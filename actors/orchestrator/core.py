@@ -26,10 +26,11 @@ from pydantic import BaseModel
 
 from actors.callers.protocol import ToolCaller
 from actors.orchestrator._actor import Hosting, OrchestratorActor
+from actors.orchestrator._arguments import checked_transitions, request_id_of
 from actors.orchestrator._recovery import stored_run_spec
 from actors.orchestrator.changes import Change
 from actors.orchestrator.spec import DEFAULT_KEEP_VERSIONS, OrchestratorStatistics, RunSpec
-from cluster.storage import Store, WriterFenced, check_durability, check_request_id
+from cluster.storage import Store, WriterFenced, check_durability
 from coordinators import ContextSnapshot, StateTransition, TransitionBatch
 
 __all__ = ["RunCore"]
@@ -129,7 +130,7 @@ class RunCore(Generic[S]):
         """Run ``fn`` on a copy of the state; commit the validated result; return the version."""
         if fn is None or not callable(fn):
             raise TypeError("apply() takes a function that mutates the state it is given (or returns a new one)")
-        return await self._writer.apply_fn(self._token, _request_id(request_id), fn)
+        return await self._writer.apply_fn(self._token, request_id_of(request_id), fn)
 
     async def apply_batch(
         self, batch: TransitionBatch | Iterable[StateTransition], *, expected_version: int | None = None,
@@ -137,13 +138,8 @@ class RunCore(Generic[S]):
     ) -> int:
         """Apply transitions through ``reduce``, all or nothing (``VersionConflict`` when
         ``expected_version`` is stale); return the new version."""
-        if batch is None:
-            raise TypeError("apply_batch(None): pass a TransitionBatch or an iterable of StateTransition")
-        transitions = tuple(batch)
-        for i, t in enumerate(transitions):
-            if not isinstance(t, StateTransition):
-                raise TypeError(f"apply_batch: item {i} is a {type(t).__name__}, not a StateTransition")
-        return await self._writer.apply_batch(self._token, _request_id(request_id), transitions, expected_version)
+        transitions = checked_transitions(batch, expected_version)
+        return await self._writer.apply_batch(self._token, request_id_of(request_id), transitions, expected_version)
 
     async def close(self) -> None:
         """Checkpoint the run and let its store go. Idempotent."""
@@ -171,6 +167,3 @@ class RunCore(Generic[S]):
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-
-def _request_id(request_id: str | None) -> str:
-    return uuid.uuid4().hex if request_id is None else check_request_id(request_id)

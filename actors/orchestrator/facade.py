@@ -33,6 +33,7 @@ from actors.handoffs.settings import (
     HandoffSettings,
     effective_max_parallel,
 )
+from actors.orchestrator._arguments import checked_transitions, request_id_of
 from actors.orchestrator._actor import OrchestratorActor
 from actors.orchestrator._json_clean import json_round_trip
 from actors.orchestrator._launch import (
@@ -56,7 +57,7 @@ from actors.callers.protocol import ToolCaller
 from actors.orchestrator.spec import DEFAULT_KEEP_VERSIONS, OrchestratorStatistics, RunDescription, RunSpec
 from cluster.connect import current_job_id, ensure_connected, wait_ref
 from cluster.semaphore import ClusterSemaphore
-from cluster.storage import Store, check_durability, check_request_id
+from cluster.storage import Store, check_durability
 from coordinators import ContextSnapshot, StateTransition, TransitionBatch
 
 __all__ = ["Orchestrator", "DEFAULT_MAX_PARALLEL", "HARD_MAX_PARALLEL", "actor_name"]
@@ -577,7 +578,7 @@ class Orchestrator(Generic[S]):
         if not callable(fn):
             raise TypeError(f"apply() takes a callable, got {type(fn).__name__}")
         token = self._require_owner("apply()")
-        return await self._call(OrchestratorActor.apply_fn, token, _request_id(request_id), fn)
+        return await self._call(OrchestratorActor.apply_fn, token, request_id_of(request_id), fn)
 
     async def apply_batch(
         self, batch: TransitionBatch | Iterable[StateTransition], *, expected_version: int | None = None,
@@ -588,16 +589,9 @@ class Orchestrator(Generic[S]):
         With ``expected_version`` this is a compare-and-set: a stale version raises
         ``VersionConflict`` and nothing changes. ``request_id``: as for ``apply``.
         """
-        if batch is None:
-            raise TypeError("apply_batch(None): pass a TransitionBatch or an iterable of StateTransition")
-        transitions = tuple(batch)
-        for i, t in enumerate(transitions):
-            if not isinstance(t, StateTransition):
-                raise TypeError(f"apply_batch: item {i} is a {type(t).__name__}, not a StateTransition")
-        if expected_version is not None and (isinstance(expected_version, bool) or not isinstance(expected_version, int)):
-            raise TypeError(f"expected_version must be an int or None, got {type(expected_version).__name__}")
+        transitions = checked_transitions(batch, expected_version)
         token = self._require_owner("apply_batch()")
-        return await self._call(OrchestratorActor.apply_batch, token, _request_id(request_id), transitions, expected_version)
+        return await self._call(OrchestratorActor.apply_batch, token, request_id_of(request_id), transitions, expected_version)
 
     # ------------------------------------------------------- history, forks
 
@@ -789,12 +783,6 @@ def _check_retention(keep_versions: Any, keep_days: Any) -> None:
         raise ValueError(f"keep_versions must be an int >= 1 or None (keep every version), got {keep_versions!r}")
     if keep_days is not None and (isinstance(keep_days, bool) or not isinstance(keep_days, (int, float)) or not keep_days > 0):
         raise ValueError(f"keep_days must be a number > 0 or None (no age limit), got {keep_days!r}")
-
-
-def _request_id(request_id: str | None) -> str:
-    if request_id is None:
-        return uuid.uuid4().hex
-    return check_request_id(request_id)
 
 
 class _ComponentLogger(logging.LoggerAdapter[logging.Logger]):

@@ -30,13 +30,22 @@ class EchoOut(BaseModel):
     n: int
 
 
+DOWNSCALE_S = 0.5
+
+
 def echo(inp: EchoIn) -> EchoOut:
     return EchoOut(n=inp.n)
 
 
-async def main(skill: str) -> None:
-    registry = SkillRegistry(policy=PoolPolicy(min_replicas=1, max_replicas=2, downscale_delay_s=0.5))
+def kept_registry(skill: str) -> SkillRegistry:
+    """A registry of its own (a pool key of its own) whose pool keeps one replica."""
+    registry = SkillRegistry(policy=PoolPolicy(min_replicas=1, max_replicas=2, downscale_delay_s=DOWNSCALE_S))
     registry.register(skill, echo)
+    return registry
+
+
+async def main(skill: str) -> None:
+    registry = kept_registry(skill)
     run = Orchestrator(Empty(), caller=registry)
     assert (await handoff(run, Call(skill, EchoIn(n=7)), EchoOut)).n == 7
     sys.stdout.write(f"PREFIX soloist:sub:{registry.pool_key}:{skill}:\n")

@@ -17,43 +17,20 @@ from pathlib import Path
 
 import pytest
 import ray
-from pydantic import BaseModel
 
-from actors import Call, Orchestrator, PoolPolicy, SkillRegistry, handoff
+from actors import Call, Orchestrator, SkillRegistry, handoff
 from cluster import live_replica_names, replica_budget, set_replica_budget
 from tests._waits import eventually
+from tests.actors._pool_user_driver import DOWNSCALE_S, EchoIn, EchoOut, Empty, kept_registry
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 
-KEEP_S = 2.0
+KEEP_S = 5.0  # renewed every third of it: margin for a renewal thread starved on a loaded machine
 """The keep of a min replica past its last renewal, shortened for the test (60 s by default)."""
-DOWNSCALE_S = 0.5
 BUDGET_WAIT_S = 3.0
 DRIVER = Path(__file__).with_name("_pool_user_driver.py")
 ROOT = Path(__file__).resolve().parents[2]
 
-
-class Empty(BaseModel):
-    pass
-
-
-class EchoIn(BaseModel):
-    n: int = 0
-
-
-class EchoOut(BaseModel):
-    n: int
-
-
-def echo(inp: EchoIn) -> EchoOut:
-    return EchoOut(n=inp.n)
-
-
-def kept_registry(skill: str) -> SkillRegistry:
-    """A registry of its own (a pool key of its own) whose pool keeps one replica."""
-    registry = SkillRegistry(policy=PoolPolicy(min_replicas=1, max_replicas=2, downscale_delay_s=DOWNSCALE_S))
-    registry.register(skill, echo)
-    return registry
 
 
 def replicas_in_ray(registry: SkillRegistry, skill: str) -> set[str]:
@@ -73,8 +50,8 @@ async def test_a_min_replica_stays_while_its_run_is_open_and_retires_once_it_clo
     try:
         assert (await handoff(run, Call(skill, EchoIn(n=1)), EchoOut)).n == 1
         (kept,) = await replicas_now(registry, skill)
-        # Past several keeps and downscale delays, idle: the open run's process renews its keep.
-        await asyncio.sleep(3 * KEEP_S + DOWNSCALE_S)
+        # Past two keeps and a downscale delay, idle: the open run's process renews its keep.
+        await asyncio.sleep(2 * KEEP_S + DOWNSCALE_S)
         assert await replicas_now(registry, skill) == {kept}
         assert (await handoff(run, Call(skill, EchoIn(n=2)), EchoOut)).n == 2
     finally:

@@ -10,7 +10,7 @@ def test_every_process_wide_table_is_a_declared_attribute_with_one_statistics_en
     assert set(registry.statistics().tables) == {
         "handoffs.warm_permits", "handoffs.subagent_pools", "handoffs.pool_trackers", "handoffs.caller_keys",
         "callers.mcp_sessions", "callers.nested_runs", "semaphore.heartbeats", "semaphore.services", "metrics.collector",
-        "ui.stores", "replicas.budget", "orchestrator.run_hosts",
+        "ui.stores", "replicas.budget", "orchestrator.run_hosts", "orchestrator.shared_settings",
     }
     assert not hasattr(registry, "table") and not hasattr(registry, "weak_id_map")  # no tables made up by name
 

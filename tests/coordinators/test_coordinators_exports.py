@@ -10,7 +10,7 @@ from coordinators import Coordinator, CoordinatorResult, ContextSnapshot
 
 EXPECTED = [
     "TransitionType", "StateTransition", "TransitionBatch", "CoordinatorResult", "Message", "AgentState",
-    "ContextSnapshot", "Coordinator", "TransitionError", "reduce", "PendingToolCall", "Session", "freeze", "thaw",
+    "ContextSnapshot", "Coordinator", "TransitionError", "SoloistError", "reduce", "PendingToolCall", "Session", "freeze", "thaw",
     "FrozenDict", "FrozenList", "check_json_clean", "shared_records",
 ]
 
