@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import concurrent.futures
 import ctypes
 import ctypes.util
 import dataclasses
@@ -176,6 +175,7 @@ class RunHostActor:
         self._retire_after_s = retire_after_s
         self._slots: dict[str, _Slot] = {}
         self._stores: dict[tuple[str, str], asyncio.Future[Any]] = {}  # store objects, opened or opening
+        self._closing: dict[tuple[str, str], asyncio.Task[None]] = {}  # store objects being closed, by file
         self._store_users: collections.Counter[tuple[str, str]] = collections.Counter()  # loaded runs per store
         self._fn_executor = ThreadPoolExecutor(max_workers=_FN_THREADS, thread_name_prefix="soloist-host-apply")
         self._io_executor = ThreadPoolExecutor(max_workers=_IO_THREADS, thread_name_prefix="soloist-host-io")
@@ -437,6 +437,11 @@ class RunHostActor:
         runs that share the file wait for that one opening together, the others go on."""
         key = (reload.store, reload.durability)
         self._store_users[key] += 1
+        # Never open a file while this host still closes an object of it: a SQLite connection
+        # closing as the file's last one in this process removes the WAL that a connection
+        # opened meanwhile would go on writing to (seen: an acknowledged write lost).
+        while (closing := self._closing.get(key)) is not None and key not in self._stores:
+            await asyncio.shield(closing)
         opening = self._stores.get(key)
         if opening is None:
             opening = self._stores[key] = asyncio.get_running_loop().run_in_executor(
@@ -452,7 +457,7 @@ class RunHostActor:
                     del self._stores[key]
                 elif key not in self._store_users:  # this caller went away, and nobody else waits
                     del self._stores[key]
-                    opening.add_done_callback(self._close_opened)
+                    self._close_later(key, opening)
             raise
 
     def _give_store(self, reload: Reload | None) -> None:
@@ -464,18 +469,24 @@ class RunHostActor:
         self._store_users[key] -= 1
         if self._store_users[key] <= 0:
             del self._store_users[key]
-            self._stores.pop(key).add_done_callback(self._close_opened)
+            self._close_later(key, self._stores.pop(key))
 
-    def _close_opened(self, opening: asyncio.Future[Any]) -> None:
-        if opening.cancelled() or opening.exception() is not None:
-            return  # never opened: nothing to close (its opener reported the error)
-        store = opening.result()
-        self._io_executor.submit(store.close).add_done_callback(self._closed_store)
+    def _close_later(self, key: tuple[str, str], opening: asyncio.Future[Any]) -> None:
+        """Close the store object ``opening`` gives, on the I/O threads; until it is closed, a
+        new activation of that file waits for it (see ``_take_store``)."""
+        closing = asyncio.get_running_loop().create_task(self._close_opened(opening))
+        self._closing[key] = closing
+        closing.add_done_callback(lambda done: self._closing.pop(key, None) if self._closing.get(key) is done else None)
 
-    def _closed_store(self, closing: concurrent.futures.Future[None]) -> None:
-        error = closing.exception()
-        if error is not None:
-            self._log.error("closing a store object failed: %r", error)
+    async def _close_opened(self, opening: asyncio.Future[Any]) -> None:
+        try:
+            store = await opening
+        except BaseException:  # never opened: nothing to close (its opener reported the error)
+            return
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._io_executor, store.close)
+        except Exception as exc:  # the file is let go either way; the next activation opens it again
+            self._log.error("closing a store object failed: %r", exc)
 
     def _keep(self) -> None:
         """Start the sweep (unloading, owners, retiring) with the host's first call."""
