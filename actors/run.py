@@ -524,12 +524,19 @@ class Run:
 
     async def _stop_actors(self, *, final: bool) -> None:
         """Kill this drive's coordinator actors; their records end ``closed`` when the run is
-        over, ``idle`` when it waits (a resumed drive re-creates them)."""
+        over, ``idle`` when it waits (a resumed drive re-creates them). A record in ``error``
+        (its coordinator failed) keeps its error while the run waits: ``error`` may only go
+        to ``closed`` or be created again, and moving it to ``idle`` raised over the error
+        that stopped the drive."""
         actors, self._actors = self._actors, {}
         for actor in actors.values():
             ray.kill(actor)
+        if not actors:
+            return
+        failed = set() if final else {a["agent_id"] for a in await self._orch.agents() if a.get("lifecycle") == "error"}
         for name in actors:
-            await self._orch.agent_changed(_agent_id(name), "closed" if final else "idle")
+            if _agent_id(name) not in failed:
+                await self._orch.agent_changed(_agent_id(name), "closed" if final else "idle")
 
     async def _record_created(self) -> None:
         """Record every coordinator actor as a managed agent of the run (with how to re-create it)."""

@@ -50,6 +50,11 @@ async def _run_to_the_end(fn: Callable[..., Any], inp: Any) -> Any:
     return out
 
 
+def _options(model: BaseModel | None) -> Any:
+    """A pool option as plain JSON values (None: not set), the same in every process."""
+    return None if model is None else model.model_dump(mode="json")
+
+
 def _resources_of(where: str, num_cpus: Any, num_gpus: Any, memory: Any, resources: Any) -> ReplicaResources:
     try:
         return ReplicaResources(num_cpus=num_cpus, num_gpus=num_gpus, memory=memory, resources=resources or {})
@@ -123,9 +128,12 @@ class SkillRegistry:
         """Names this registry's subagent pools in every process: a digest of the skills'
         names, functions and types and of the pool options, so equal registries share them."""
         if self._pool_key is None:
-            served = [(spec.name, spec.fn, spec.input_type, spec.output_type, spec.policy, spec.resources)
+            # The options as JSON, not pickled models: a model pickles its set of fields, whose
+            # order follows each process's string hashing, and equal registries in two
+            # processes then named different pools (their replicas were never shared).
+            served = [(spec.name, spec.fn, spec.input_type, spec.output_type, _options(spec.policy), _options(spec.resources))
                       for spec in sorted(self._skills.values(), key=lambda spec: spec.name)]
-            blob = cloudpickle.dumps((served, self._policy, self._resources, self._retire_after_s))
+            blob = cloudpickle.dumps((served, _options(self._policy), _options(self._resources), self._retire_after_s))
             self._pool_key = f"skills-{hashlib.sha1(blob).hexdigest()[:16]}"
         return self._pool_key
 

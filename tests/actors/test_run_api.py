@@ -238,3 +238,25 @@ async def test_resume_when_answered_wakes_on_the_answer_and_runs_each_step_once(
                                "coordinator:worker": 1, "coordinator:reviewer": 1}
     finally:
         await orch.close()
+
+
+class Failing:
+    """A coordinator whose turn raises."""
+
+    name = "failing"
+
+    async def process(self, snapshot: ContextSnapshot, message: str) -> CoordinatorResult:
+        raise ValueError(f"boom on {message}")
+
+
+async def test_a_failing_coordinator_fails_the_run_with_its_own_error_and_its_record_keeps_it(tmp_path: Path) -> None:
+    """The drive stops with the coordinator's error; its record stays ``error`` (moving it to
+    ``idle`` as the drive stopped raised IllegalLifecycleTransition over the real error)."""
+    orch = Orchestrator(AgentState(), store=str(tmp_path / "runs.sqlite"))
+    try:
+        with pytest.raises(ValueError, match="boom on go"):
+            await Run(orch, [Failing()], first="failing").run("go")
+        (record,) = [a for a in await orch.agents() if a["agent_id"].endswith("failing")]
+        assert record["lifecycle"] == "error" and "boom on go" in record["last_error"]
+    finally:
+        await orch.close()
