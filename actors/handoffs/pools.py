@@ -567,13 +567,23 @@ def _start_keeper() -> None:
         thread.start()
 
 
+_KEEPER_TICK_S = 0.5  # how often the keeper looks whether a renewal is due
+
+
 def _keep_warm_forever() -> None:
+    # Renewals are due a third of the keep after the last one, the keep read at each tick: read
+    # once per round, a keeper started under the 60 s default slept 20 s between renewals, and
+    # a shorter keep set later in the process lapsed meanwhile (its replicas retired in use).
+    renewed = time.monotonic()
     while True:
+        time.sleep(_KEEPER_TICK_S)
         try:
             period = _keep_s() / 3
         except ValueError:  # said where the keep is set (a replica's creation); renew as by default
             period = DEFAULT_KEEP_S / 3
-        time.sleep(period)
+        if time.monotonic() - renewed < period:
+            continue
+        renewed = time.monotonic()
         try:
             if not ray.is_initialized():
                 continue
