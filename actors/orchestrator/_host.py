@@ -175,7 +175,7 @@ class RunHostActor:
         self._retire_after_s = retire_after_s
         self._slots: dict[str, _Slot] = {}
         self._stores: dict[tuple[str, str], asyncio.Future[Any]] = {}  # store objects, opened or opening
-        self._closing: dict[tuple[str, str], asyncio.Task[None]] = {}  # store objects being closed, by file
+        self._closing: dict[str, set[asyncio.Task[None]]] = {}  # store objects being closed, by file (whatever durability)
         self._store_users: collections.Counter[tuple[str, str]] = collections.Counter()  # loaded runs per store
         self._fn_executor = ThreadPoolExecutor(max_workers=_FN_THREADS, thread_name_prefix="soloist-host-apply")
         self._io_executor = ThreadPoolExecutor(max_workers=_IO_THREADS, thread_name_prefix="soloist-host-io")
@@ -437,11 +437,12 @@ class RunHostActor:
         runs that share the file wait for that one opening together, the others go on."""
         key = (reload.store, reload.durability)
         self._store_users[key] += 1
-        # Never open a file while this host still closes an object of it: a SQLite connection
+        # Never open a file while this host still closes an object of it (of any durability: each
+        # durability has an object of its own): a SQLite connection
         # closing as the file's last one in this process removes the WAL that a connection
         # opened meanwhile would go on writing to (seen: an acknowledged write lost).
-        while (closing := self._closing.get(key)) is not None and key not in self._stores:
-            await asyncio.shield(closing)
+        while key not in self._stores and self._closing.get(reload.store):
+            await asyncio.wait(set(self._closing[reload.store]))
         opening = self._stores.get(key)
         if opening is None:
             opening = self._stores[key] = asyncio.get_running_loop().run_in_executor(
@@ -474,9 +475,16 @@ class RunHostActor:
     def _close_later(self, key: tuple[str, str], opening: asyncio.Future[Any]) -> None:
         """Close the store object ``opening`` gives, on the I/O threads; until it is closed, a
         new activation of that file waits for it (see ``_take_store``)."""
+        file = key[0]
         closing = asyncio.get_running_loop().create_task(self._close_opened(opening))
-        self._closing[key] = closing
-        closing.add_done_callback(lambda done: self._closing.pop(key, None) if self._closing.get(key) is done else None)
+        self._closing.setdefault(file, set()).add(closing)
+        closing.add_done_callback(lambda done: self._closed(file, done))
+
+    def _closed(self, file: str, done: asyncio.Task[None]) -> None:
+        still = self._closing.get(file, set())
+        still.discard(done)
+        if not still:
+            self._closing.pop(file, None)
 
     async def _close_opened(self, opening: asyncio.Future[Any]) -> None:
         try:
