@@ -31,7 +31,8 @@ PACKAGES = ("coordinators", "actors", "cluster")
 #: that soloist works without it. Key: top-level module name; value: why it is lazy.
 LAZY_IMPORTS: dict[str, str] = {
     "mcp": "the MCP SDK is the optional `mcp` extra; only McpToolCaller's subagents need it",
-    "httpx2": "the model endpoint client; imported when an LlmCaller first calls, not by every process",
+    "openai": "the model transport (the official SDK) takes about 0.5 s to import; only a process whose LlmCaller "
+              "calls a model needs it",
     "selenium": "browser tests of the web UI only",
     "cluster.storage.postgres": "psycopg and its pool cost each process about 70 ms and 9.6 MB; SQLite, the default "
                                 "store, never needs them (cluster.storage loads PostgresStore when first asked)",

@@ -3,11 +3,13 @@
 Works with any server that speaks ``POST {base_url}/chat/completions`` (OpenAI, vLLM,
 Ollama, llama.cpp). Base URL, model and key come from arguments or from the environment
 (``SOLOIST_LLM_BASE_URL``, ``SOLOIST_LLM_MODEL``, ``OPENAI_API_KEY``), read where the caller
-is built, so subagents on other nodes need no environment of their own. Each request has a
-timeout; 429, 5xx, timeouts and connection errors are retried with exponential backoff
-(``Retry-After`` honoured, up to ``max_backoff``); other 4xx fail at once. The output
-records the token usage, the attempts and the delays slept; the model's tool calls become
-``execute_tool`` transitions through ``tool_call_transitions``.
+is built, so subagents on other nodes need no environment of their own. The transport is the
+official ``openai`` SDK (``AsyncOpenAI`` with ``base_url``): its timeouts, and its retries of
+429, 408, 409, 5xx, timeouts and connection errors with ``Retry-After`` honoured; soloist sets
+the delay between attempts (exponential from ``backoff``, at most ``max_backoff``) and records
+it. Other 4xx fail at once. The output records the token usage, the attempts and the delays
+slept; the model's tool calls become ``execute_tool`` transitions through
+``tool_call_transitions``.
 
 Tools (under ``prefix``, default ``"llm."``): ``chat`` (``ChatInput`` -> ``ChatOutput``),
 ``classify`` (a code-search task -> type, complexity, keywords) and ``summarise``
@@ -16,13 +18,14 @@ Tools (under ``prefix``, default ``"llm."``): ``chat`` (``ChatInput`` -> ``ChatO
 
 from __future__ import annotations
 
-import asyncio
 import email.utils
+import functools
 import json
 import os
 import re
 import time
 import uuid
+from contextvars import ContextVar
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
@@ -45,7 +48,6 @@ __all__ = [
 ]
 
 ENV_BASE_URL, ENV_MODEL, ENV_API_KEY = "SOLOIST_LLM_BASE_URL", "SOLOIST_LLM_MODEL", "OPENAI_API_KEY"
-_RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 
 class LlmConfig(BaseModel):
@@ -140,6 +142,59 @@ def _retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+def _server_delay(headers: Any) -> float | None:
+    """The delay a response asks for: ``retry-after-ms`` (as the SDK reads it), then ``Retry-After``."""
+    if headers is None:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    return _retry_after(headers.get("retry-after"))
+
+
+#: The delays slept by the SDK's retries of the current ``chat`` call (one list per call: the
+#: SDK retries inside the awaiting task, so a context variable keeps concurrent calls apart).
+_DELAYS: ContextVar[list[float] | None] = ContextVar("soloist_llm_retry_delays", default=None)
+
+
+@functools.cache
+def _client_class() -> type[Any]:
+    """``openai.AsyncOpenAI`` whose delay between attempts is soloist's, and recorded.
+
+    The SDK decides what to retry and how often (``max_retries``); ``_calculate_retry_timeout``
+    is the SDK's one hook for the delay (the same signature from openai 1.x on).
+    """
+    import openai
+
+    class AsyncOpenAI(openai.AsyncOpenAI):  # the name servers see in User-Agent
+        soloist_backoff: tuple[float, float] = (0.5, 30.0)  # (first delay, largest delay), from LlmConfig
+
+        def _calculate_retry_timeout(self, remaining_retries: int, options: Any, response_headers: Any = None) -> float:
+            first, largest = self.soloist_backoff
+            hint = _server_delay(response_headers)
+            delays = _DELAYS.get()
+            retries_before = len(delays) if delays is not None else max(0, self.max_retries - remaining_retries)
+            delay = min(largest, hint if hint is not None else first * 2 ** retries_before)
+            if delays is not None:
+                delays.append(delay)
+            return delay
+
+    return AsyncOpenAI
+
+
+def _client(config: LlmConfig) -> Any:
+    """An SDK client for ``config``; the key is the config's alone (never the process's environment)."""
+    key = config.api_key.get_secret_value() if config.api_key is not None else ""
+    # without a key the SDK would read the process's OPENAI_API_KEY: a placeholder, never sent (see chat)
+    client = _client_class()(base_url=config.base_url, api_key=key or "no-key", timeout=config.timeout,
+                             max_retries=config.max_retries)
+    client.soloist_backoff = (config.backoff, config.max_backoff)
+    return client
+
+
 def _body(config: LlmConfig, inp: ChatInput) -> dict[str, Any]:
     body: dict[str, Any] = {"model": config.model, "messages": [m.model_dump(exclude_none=True) for m in inp.messages]}
     if inp.tools:
@@ -167,42 +222,48 @@ def _parse(data: Any) -> ChatOutput:
 
 
 async def chat(config: LlmConfig, inp: ChatInput) -> ChatOutput:
-    """One chat completion, with timeouts and retries; raises an ``LlmError`` when it cannot."""
-    import httpx2 as httpx
+    """One chat completion through the ``openai`` SDK; raises an ``LlmError`` naming what failed."""
+    import openai
 
     url = f"{config.base_url}/chat/completions"
-    headers = {"Content-Type": "application/json"}
-    if config.api_key is not None:
-        headers["Authorization"] = f"Bearer {config.api_key.get_secret_value()}"
-    body = _body(config, inp)
     delays: list[float] = []
-    attempts = config.max_retries + 1
-    async with httpx.AsyncClient(timeout=config.timeout) as client:
-        for attempt in range(1, attempts + 1):
-            hint: float | None = None
-            try:
-                response = await client.post(url, json=body, headers=headers)
-            except httpx.TimeoutException:
-                failure: LlmError = LlmTimeout(f"{url} did not answer within {config.timeout}s ({attempt} attempt(s))")
-            except httpx.TransportError as exc:
-                failure = LlmUnavailable(f"{url} is unreachable ({type(exc).__name__}: {exc}; {attempt} attempt(s))")
-            else:
-                if response.status_code < 300:
-                    try:
-                        data = response.json()
-                    except ValueError:
-                        raise LlmBadResponse(f"{url} answered {response.status_code} with non-JSON: {response.text[:300]}") from None
-                    return _parse(data).model_copy(update={"attempts": attempt, "retry_delays": delays})
-                if response.status_code not in _RETRY_STATUSES:
-                    raise LlmRequestRejected(f"{url} refused the request with {response.status_code}: {response.text[:300]}")
-                hint = _retry_after(response.headers.get("retry-after"))
-                failure = LlmUnavailable(f"{url} answered {response.status_code} on all {attempt} attempt(s): {response.text[:300]}")
-            if attempt == attempts:
-                raise failure
-            delay = min(config.max_backoff, hint if hint is not None else config.backoff * 2 ** (attempt - 1))
-            delays.append(delay)
-            await asyncio.sleep(delay)
-    raise AssertionError("unreachable")  # pragma: no cover
+    token = _DELAYS.set(delays)
+    try:
+        async with _client(config) as client:
+            # no key: no Authorization header at all (a local server needs none)
+            headers = {} if config.api_key is not None else {"Authorization": openai.Omit()}
+            raw = await client.chat.completions.with_raw_response.create(**_body(config, inp), extra_headers=headers)
+            response = raw.http_response
+    except openai.APITimeoutError:
+        raise LlmTimeout(f"{url} did not answer within {config.timeout}s ({len(delays) + 1} attempt(s))") from None
+    except openai.APIConnectionError as exc:
+        cause = exc.__cause__ or exc
+        raise LlmUnavailable(f"{url} is unreachable ({type(cause).__name__}: {cause}; {len(delays) + 1} attempt(s)); "
+                             f"check that the server runs there, or give another base URL (base_url=..., --base-url "
+                             f"or {ENV_BASE_URL})") from None
+    except openai.APIStatusError as exc:
+        raise _status_error(config, url, exc.status_code, exc.response.text, len(delays) + 1) from None
+    finally:
+        _DELAYS.reset(token)
+    try:
+        data = response.json()
+    except ValueError:
+        raise LlmBadResponse(f"{url} answered {response.status_code} with non-JSON: {response.text[:300]}") from None
+    return _parse(data).model_copy(update={"attempts": len(delays) + 1, "retry_delays": delays})
+
+
+def _status_error(config: LlmConfig, url: str, status: int, text: str, attempts: int) -> LlmError:
+    """The error for a status the SDK gave up on: retried ones are unavailability, others a refusal."""
+    if status in (408, 409, 429) or status >= 500:
+        return LlmUnavailable(f"{url} answered {status} on all {attempts} attempt(s): {text[:300]}")
+    hint = ""
+    if status in (401, 403):
+        hint = (f"; check the API key in {ENV_API_KEY} (or api_key=...)" if config.api_key is not None
+                else f"; no API key was sent: set {ENV_API_KEY} (or pass api_key=...)")
+    elif status == 404:
+        hint = (f"; check the model name {config.model!r} ({ENV_MODEL} or --model) and the base URL "
+                f"({ENV_BASE_URL} or --base-url; OpenAI-compatible servers usually serve under /v1)")
+    return LlmRequestRejected(f"{url} refused the request with {status}: {text[:300]}{hint}")
 
 
 def tool_call_transitions(output: ChatOutput, batch: TransitionBatch | None = None) -> TransitionBatch:

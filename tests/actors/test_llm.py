@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
 
@@ -44,6 +45,7 @@ async def test_a_completion_sends_model_key_and_messages_and_records_usage(serve
     assert request["path"] == "/v1/chat/completions"
     assert request["headers"]["authorization"] == "Bearer sk-test"
     assert request["headers"]["content-type"] == "application/json"
+    assert request["headers"]["user-agent"].startswith("AsyncOpenAI/Python")  # the official SDK carries it
     assert request["body"] == {"model": "test-model", "messages": [{"role": "user", "content": "hello"}],
                                "temperature": 0.2, "max_tokens": 50}
 
@@ -68,6 +70,37 @@ async def test_a_client_error_is_not_retried(server):
     with pytest.raises(LlmRequestRejected, match="refused the request with 401.*bad key"):
         await chat(config(server), ChatInput.model_validate(HELLO))
     assert len(server.requests) == 1
+
+
+async def test_a_refused_key_names_the_variable_that_holds_it(server):
+    server.replies.append(Reply(401, {"error": "invalid api key"}))
+    with pytest.raises(LlmRequestRejected, match=r"refused the request with 401.*invalid api key.*check the API key in OPENAI_API_KEY"):
+        await chat(config(server), ChatInput.model_validate(HELLO))
+
+
+async def test_without_a_key_no_authorization_is_sent_and_a_refusal_says_to_set_one(server, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-of-the-process")  # read only by LlmConfig.from_env, never by the transport
+    keyless = LlmConfig(base_url=server.base_url, model="test-model")
+    server.replies += [Reply(body=completion("local")), Reply(401, {"error": "key required"})]
+    assert (await chat(keyless, ChatInput.model_validate(HELLO))).content == "local"
+    assert "authorization" not in server.requests[0]["headers"]
+    with pytest.raises(LlmRequestRejected, match=r"no API key was sent: set OPENAI_API_KEY"):
+        await chat(keyless, ChatInput.model_validate(HELLO))
+
+
+async def test_an_unknown_model_names_the_model_and_where_it_came_from(server):
+    server.replies.append(Reply(404, {"error": "model 'test-model' not found"}))
+    with pytest.raises(LlmRequestRejected, match=r"404.*not found.*check the model name 'test-model' \(SOLOIST_LLM_MODEL"):
+        await chat(config(server), ChatInput.model_validate(HELLO))
+
+
+async def test_an_endpoint_that_is_down_is_named_in_the_error():
+    with socket.socket() as s:  # a port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    down = LlmConfig.from_env(base_url=f"http://127.0.0.1:{port}/v1", model="m", api_key="k", max_retries=1, backoff=0)
+    with pytest.raises(LlmUnavailable, match=rf"http://127.0.0.1:{port}/v1/chat/completions is unreachable .*2 attempt\(s\)"):
+        await chat(down, ChatInput.model_validate(HELLO))
 
 
 async def test_an_endpoint_that_never_answers_times_out_on_every_attempt(server):
