@@ -82,6 +82,13 @@ EXPORTS: dict[str, dict[str, list[str]]] = {
             "InterruptNotOpen", "InterruptNotFound", "InterruptAlreadyAnswered", "RunConfigError", "RunStepError",
             "MergeConflict", "NotPicklable"],
     },
+    "actors.pydantic_ai": {
+        "pydantic-ai agents on soloist (the optional `soloist[pydantic-ai]` extra): the durable wrapper, and the "
+        "journal state its runs keep (a run of your own that hosts agent runs starts from an AgentJournal)": [
+            "SoloistAgent", "AgentJournal", "StepRecord"],
+        "its errors, so callers can catch them by type": [
+            "DurableAgentError", "DurableAgentConfigError", "JournalMismatch", "StepNotJournalable"],
+    },
     "cluster": {
         "docs/design.md's contract": ["connect"],
         "what connect() reports and the namespace soloist's named actors live in": ["ClusterInfo", "SOLOIST_NAMESPACE"],

@@ -231,3 +231,12 @@ def test_every_allowed_lazy_import_is_still_imported_lazily(name):
     assert any(i.local and name in (i.target, _top(i.target)) for i in IMPORTS), (
         f"nothing imports {name} lazily: remove it from LAZY_IMPORTS"
     )
+
+
+def test_only_the_pydantic_ai_adapter_imports_pydantic_ai_and_nothing_imports_the_adapter():
+    # pydantic-ai is the optional `soloist[pydantic-ai]` extra: importing actors, cluster or
+    # coordinators must work without it, so only its own subpackage may import it.
+    bad = [_where(i) for i in IMPORTS
+           if (_top(i.target) == "pydantic_ai" or _in(i.target, "actors.pydantic_ai"))
+           and not _in(i.source, "actors.pydantic_ai")]
+    assert bad == [], "; ".join(bad)

@@ -1,0 +1,72 @@
+"""The agents the pydantic-ai tests run: a scripted ``FunctionModel`` and two tools.
+
+The model's function runs inside the model subagent's replica: it appends ``model <n>`` to
+the ledger (fsynced) for each request it really receives, so a request answered from the
+journal leaves no line. It can hold request ``hold_at`` until a release file appears (a
+crash test kills the driver while that request is in flight). The ``record`` tool appends
+``tool record <note>`` from its body in the driver: a side effect that must happen once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+from pathlib import Path
+
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from tests._ledger import append_line
+
+#: The tool calls of each response but the last; the last answers with text.
+SCRIPT: list[list[tuple[str, dict[str, object]]]] = [
+    [("add", {"a": 1, "b": 2}), ("record", {"note": "first"})],
+    [("add", {"a": 3, "b": 4})],
+    [("record", {"note": "second"}), ("add", {"a": 5, "b": 6})],
+]
+MODEL_REQUESTS = len(SCRIPT) + 1
+
+
+def _returns(messages: list[ModelMessage]) -> list[str]:
+    return [f"{part.tool_name}={part.content}" for message in messages for part in getattr(message, "parts", [])
+            if isinstance(part, ToolReturnPart)]
+
+
+async def scripted(messages: list[ModelMessage], info: AgentInfo, *, ledger: str, hold_at: int | None = None,
+                   release: str = "", filler: int = 0) -> ModelResponse:
+    n = sum(1 for message in messages if message.kind == "response")
+    append_line(ledger, f"model {n}")
+    if hold_at is not None and n == hold_at:
+        while not os.path.exists(release):  # held until the test releases it (after its kill)
+            await asyncio.sleep(0.02)
+    if n < len(SCRIPT):
+        return ModelResponse(parts=[ToolCallPart(tool, dict(args), tool_call_id=f"call-{n}-{i}")
+                                    for i, (tool, args) in enumerate(SCRIPT[n])])
+    return ModelResponse(parts=[TextPart("done: " + "; ".join(_returns(messages)) + " " + "x" * filler)])
+
+
+def build_agent(ledger: Path, *, hold_at: int | None = None, release: Path | None = None, name: str | None = "scribe",
+                script: object = None) -> Agent[str, str]:
+    """The test agent: deps is the ledger path its side-effect tool appends to."""
+    function = functools.partial(scripted if script is None else script, ledger=str(ledger), hold_at=hold_at,
+                                 release=str(release or ""))
+    agent: Agent[str, str] = Agent(FunctionModel(function), deps_type=str, name=name)
+
+    @agent.tool_plain
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    @agent.tool
+    def record(ctx: RunContext[str], note: str) -> str:
+        """Write a note down (a side effect)."""
+        append_line(ctx.deps, f"tool record {note}")
+        return f"recorded {note}"
+
+    return agent
+
+
+def ledger_lines(ledger: Path) -> list[str]:
+    return ledger.read_text().splitlines() if ledger.exists() else []
