@@ -47,7 +47,7 @@ from actors.interrupts import (
 from actors.orchestrator.facade import Orchestrator
 from actors.run_config import LowConfidence, RunConfig
 from actors.run_events import OutcomeStatus, RunEvent, RunEventKind, RunOutcome
-from actors.agents.coordinator_host import coordinator_config, create_coordinator_actor
+from actors.agents.coordinator_host import coordinator_config, create_coordinator_host
 from cluster.storage import FinalStatus
 from coordinators import (ContextSnapshot, Coordinator, CoordinatorResult, StateTransition, TransitionBatch, TransitionType,
                           thaw)
@@ -107,7 +107,7 @@ class Run:
         self._orch = orchestrator
         self._config = config
         self._on_event = on_event
-        self._actors: dict[str, Any] = {}  # coordinator name -> its actor, for the current drive only
+        self._actors: dict[str, Any] = {}  # coordinator name -> the actor hosting it (one for all), this drive only
         self._in_flight = 0  # calls of the current handoff batch not yet returned
         self.outcome: RunOutcome | None = None
         """The outcome of the last ``run``/``resume``/``stream`` (None before)."""
@@ -497,7 +497,7 @@ class Run:
     async def _process(self, name: str, ctx: ContextSnapshot, record: RunRecord) -> CoordinatorResult:
         await self._orch.agent_changed(_agent_id(name), "running")
         try:
-            result = await self._actors[name].process.remote(ctx, record.message)
+            result = await self._actors[name].process.remote(ctx, record.message, name)
         except Exception as exc:  # recorded, then re-raised (cancellation is not an error)
             await self._orch.agent_changed(_agent_id(name), "error", f"{type(exc).__name__}: {exc}")
             raise
@@ -520,7 +520,9 @@ class Run:
             return None
 
     def _start_actors(self) -> None:
-        self._actors = {name: create_coordinator_actor(c) for name, c in self._config.coordinators.items()}
+        """One actor hosts all the run's coordinators: their turns come one at a time."""
+        host = create_coordinator_host(self._config.coordinators)
+        self._actors = {name: host for name in self._config.coordinators}
 
     async def _stop_actors(self, *, final: bool) -> None:
         """Kill this drive's coordinator actors; their records end ``closed`` when the run is
@@ -529,7 +531,7 @@ class Run:
         to ``closed`` or be created again, and moving it to ``idle`` raised over the error
         that stopped the drive."""
         actors, self._actors = self._actors, {}
-        for actor in actors.values():
+        for actor in {id(a): a for a in actors.values()}.values():
             ray.kill(actor)
         if not actors:
             return
