@@ -16,10 +16,7 @@ import ray
 from pydantic import BaseModel
 
 from actors import Call, Orchestrator, PoolPolicy, SkillRegistry, handoff
-
-
-class Empty(BaseModel):
-    pass
+from tests._models import Empty
 
 
 class EchoIn(BaseModel):

@@ -14,6 +14,7 @@ import ray
 from pydantic import BaseModel
 
 from actors import Call, Orchestrator, SkillRegistry, handoff
+from tests._models import Empty
 
 
 class EchoIn(BaseModel):
@@ -27,10 +28,6 @@ class EchoOut(BaseModel):
 def echo(inp: EchoIn) -> EchoOut:
     """A plain synchronous skill: it runs in a thread of its subagent."""
     return EchoOut(text=inp.text.upper())
-
-
-class Empty(BaseModel):
-    pass
 
 
 async def main(runs: int) -> None:

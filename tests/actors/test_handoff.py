@@ -43,7 +43,7 @@ class AddOut(BaseModel):
     sum: int
 
 
-class Empty(BaseModel):
+class Items(BaseModel):
     items: list[int] = []
 
 
@@ -65,7 +65,7 @@ class PidOut(BaseModel):
 
 
 @skills.skill("pid")
-def pid_of_replica(inp: Empty) -> PidOut:
+def pid_of_replica(inp: Items) -> PidOut:
     return PidOut(pid=os.getpid())  # reported by the body, from the process it runs in
 
 
@@ -85,7 +85,7 @@ class FixedCaller:
 
 @pytest.fixture(scope="module")
 def orch(ray_module):
-    o = Orchestrator(Empty(), caller=skills)
+    o = Orchestrator(Items(), caller=skills)
     yield o
     asyncio.run(o.close())
 
@@ -99,9 +99,9 @@ async def test_handoff_accepts_a_dict_input(orch):
 
 
 async def test_handoff_treats_none_input_as_an_empty_object(orch):
-    captured = Orchestrator(Empty(), caller=FixedCaller(ToolCallResult(content=[TextContent(text='{"items": [1]}')])))
+    captured = Orchestrator(Items(), caller=FixedCaller(ToolCallResult(content=[TextContent(text='{"items": [1]}')])))
     try:
-        assert await handoff(captured, Call("anything"), Empty) == Empty(items=[1])
+        assert await handoff(captured, Call("anything"), Items) == Items(items=[1])
         # the tool saw {} for None: an input model with required fields fails validation
         with pytest.raises(ToolReportedError, match="invalid input for skill 'add'"):
             await handoff(orch, Call("add", None), AddOut)
@@ -115,7 +115,7 @@ async def test_handoff_rejects_an_empty_skill_name(orch):
 
 
 async def test_handoff_without_a_caller_names_the_skill():
-    bare = Orchestrator(Empty())
+    bare = Orchestrator(Items())
     try:
         with pytest.raises(NoToolCaller, match="handoff 'add': the orchestrator has no ToolCaller"):
             await handoff(bare, Call("add", {"a": 1, "b": 2}), AddOut)
@@ -137,7 +137,7 @@ async def _scope_live(scope: str) -> bool:
 
 
 async def test_a_run_opens_its_semaphore_scope_at_its_first_handoff_and_drops_it_when_closed():
-    run = Orchestrator(Empty(), caller=skills)
+    run = Orchestrator(Items(), caller=skills)
     scope = run.handoff_settings().semaphore_scope
     try:
         assert not await _scope_live(scope)  # a run that never hands off opens no scope
@@ -159,10 +159,10 @@ async def test_handoff_rejects_input_that_is_not_an_object_or_not_json_clean(orc
 
 
 async def test_handoff_wraps_a_caller_failure_and_chains_its_cause():
-    broken = Orchestrator(Empty(), caller=FixedCaller(raises=ConnectionError("server went away")))
+    broken = Orchestrator(Items(), caller=FixedCaller(raises=ConnectionError("server went away")))
     try:
         with pytest.raises(CallerFailed, match="handoff 'remote': the caller failed: ConnectionError: server went away") as info:
-            await handoff(broken, Call("remote", {}), Empty)
+            await handoff(broken, Call("remote", {}), Items)
         assert isinstance(info.value.__cause__, ConnectionError)
         assert info.value.skill == "remote"
     finally:
@@ -170,10 +170,10 @@ async def test_handoff_wraps_a_caller_failure_and_chains_its_cause():
 
 
 async def test_a_caller_raising_timeout_error_is_a_caller_failure_not_a_handoff_timeout():
-    slow = Orchestrator(Empty(), caller=FixedCaller(raises=TimeoutError("upstream took too long")))
+    slow = Orchestrator(Items(), caller=FixedCaller(raises=TimeoutError("upstream took too long")))
     try:
         with pytest.raises(CallerFailed, match="the caller failed: TimeoutError: upstream took too long"):
-            await handoff(slow, Call("remote", {}), Empty, timeout=600)  # set, but never the subject: at load ~150 an instant failure took 83 s to return
+            await handoff(slow, Call("remote", {}), Items, timeout=600)  # set, but never the subject: at load ~150 an instant failure took 83 s to return
     finally:
         await slow.close()
 
@@ -193,9 +193,9 @@ async def test_handoff_reports_output_that_does_not_decode(orch):
 
 async def test_blank_or_null_output_decodes_to_the_empty_value():
     for text in ("", "null"):
-        blank = Orchestrator(Empty(), caller=FixedCaller(ToolCallResult(content=[TextContent(text=text)])))
+        blank = Orchestrator(Items(), caller=FixedCaller(ToolCallResult(content=[TextContent(text=text)])))
         try:
-            assert await handoff(blank, Call("noop"), Empty) == Empty()
+            assert await handoff(blank, Call("noop"), Items) == Items()
             assert await handoff(blank, Call("noop"), list[int]) == []
             with pytest.raises(DecodingError, match="has no empty value"):
                 await handoff(blank, Call("noop"), AddOut)
@@ -242,7 +242,7 @@ async def test_handoffs_one_after_another_go_to_one_replica_and_concurrent_ones_
 @pytest.fixture
 def sleepy():
     name, counter = new_counter()
-    run = Orchestrator(Empty(), caller=sleepy_registry(replicas=4))
+    run = Orchestrator(Items(), caller=sleepy_registry(replicas=4))
     yield run, name, counter
     asyncio.run(run.close())
     ray.kill(counter)
@@ -322,7 +322,7 @@ async def test_the_cap_holds_across_processes_handing_off_for_one_orchestrator(s
 async def test_runs_sharing_a_named_semaphore_scope_share_one_budget_of_four():
     name, counter = new_counter()
     scope = f"shared-api-{name}"
-    runs = [Orchestrator(Empty(), caller=sleepy_registry(replicas=4), semaphore_scope=scope) for _ in range(3)]
+    runs = [Orchestrator(Items(), caller=sleepy_registry(replicas=4), semaphore_scope=scope) for _ in range(3)]
     try:
         everything = asyncio.gather(*(parallel_handoff(run, gated_calls(name, 12, seconds=0.1), SleepOut) for run in runs))
         await open_when_in_flight(counter, 4)

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 import ray
-from pydantic import BaseModel
 from ray.cluster_utils import Cluster
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -18,12 +17,9 @@ from actors import pool_for
 from tests._waits import process_gone
 from tests.actors._peak import (NAMESPACE, PeakCounter, SleepIn, SleepOut, gated_calls, open_when_in_flight, replicas_answer,
                                sleepy_registry, wait_until)
+from tests._models import Empty
 
 pytestmark = [pytest.mark.multinode, pytest.mark.timeout(900)]
-
-
-class Empty(BaseModel):
-    pass
 
 
 @pytest.fixture(scope="module")

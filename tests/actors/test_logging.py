@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from actors import Call, Orchestrator, SkillRegistry, ToolReportedError, handoff, parallel_handoff
 from cluster import JsonFormatter
+from tests._models import Empty
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 
@@ -23,10 +24,6 @@ class NumIn(BaseModel):
 
 class NumOut(BaseModel):
     n: int
-
-
-class Empty(BaseModel):
-    pass
 
 
 skills = SkillRegistry(replicas=2)

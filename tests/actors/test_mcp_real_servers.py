@@ -28,6 +28,7 @@ from pydantic import BaseModel
 from actors import (Call, DecodingError, McpServer, McpToolCaller, Orchestrator, close_mcp_sessions, handoff,
                     parallel_handoff)
 from tests._waits import HANG_GUARD_S, eventually
+from tests._models import Empty
 
 pytest.importorskip("mcp_server_git", reason="the reference git server: pip install -e '.[test]'")
 pytest.importorskip("mcp_server_time", reason="the reference time server: pip install -e '.[test]'")
@@ -35,10 +36,6 @@ pytest.importorskip("mcp_server_time", reason="the reference time server: pip in
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 
 GIT, TIME = "mcp_server_git", "mcp_server_time"
-
-
-class Empty(BaseModel):
-    pass
 
 
 class CurrentTime(BaseModel):

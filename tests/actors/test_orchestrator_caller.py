@@ -6,17 +6,13 @@ import asyncio
 
 import pytest
 import ray
-from pydantic import BaseModel
 
 from actors import Call, CallerFailed, Orchestrator, ToolReportedError, handoff, parallel_handoff
 from actors import CompositeCaller, NestedRunUnavailable, OrchestratorCaller
+from tests._models import Empty
 from tests.actors._peak import SleepIn, SleepOut, new_counter, open_when_in_flight, sleepy_registry
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
-
-
-class Empty(BaseModel):
-    n: int = 0
 
 
 @pytest.fixture(scope="module")

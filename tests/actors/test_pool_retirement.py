@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from actors import Call, Orchestrator, SkillRegistry, handoff, parallel_handoff
 from tests._waits import eventually
+from tests._models import Empty
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 
@@ -33,10 +34,6 @@ class WhoIn(BaseModel):
 
 class WhoOut(BaseModel):
     pid: int
-
-
-class Empty(BaseModel):
-    pass
 
 
 def whoami(inp: WhoIn) -> WhoOut:

@@ -28,16 +28,13 @@ from cluster import metrics, replica_budget, serve_metrics, set_replica_budget
 from cluster import live_replica_names
 from tests._ledger import append_line
 from tests._waits import eventually, process_gone
+from tests._models import Empty
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 
 #: Small downscale delays keep these tests fast; a replica that never served a call still
 #: waits ``FIRST_CALL_GRACE_S`` (2 s) before it retires.
 DOWNSCALE_S = 0.5
-
-
-class Empty(BaseModel):
-    pass
 
 
 class BodyIn(BaseModel):
@@ -52,8 +49,6 @@ class BodyOut(BaseModel):
     call_id: str
     pid: int
     replica: str
-
-
 
 
 async def body(inp: BodyIn) -> BodyOut:

@@ -23,12 +23,9 @@ from actors import Call, Orchestrator, PoolPolicy, SkillRegistry, handoff, paral
 from cluster import live_replica_names
 from tests._ledger import append_line
 from tests._waits import eventually
+from tests._models import Empty
 
 pytestmark = [pytest.mark.multinode, pytest.mark.timeout(900)]
-
-
-class Empty(BaseModel):
-    pass
 
 
 class BodyIn(BaseModel):
@@ -41,8 +38,6 @@ class BodyIn(BaseModel):
 class BodyOut(BaseModel):
     call_id: str
     node: str
-
-
 
 
 async def placed(inp: BodyIn) -> BodyOut:

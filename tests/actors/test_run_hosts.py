@@ -22,7 +22,6 @@ from typing import Any
 
 import pytest
 import ray
-from pydantic import BaseModel
 
 from actors import (
     Orchestrator,
@@ -39,16 +38,13 @@ from actors import (
 from cluster import SOLOIST_NAMESPACE
 from cluster.storage import SqliteStore, WriterFenced
 from coordinators import AgentState
+from tests._models import Tally
 from tests._waits import HANG_GUARD_S, eventually, file_appears, process_gone
 from tests.actors.run_fixtures import EchoIn, EchoOut, counts, skill_registry, three
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-class Tally(BaseModel):
-    n: int = 0
 
 
 def bump(state: Tally) -> None:
@@ -354,13 +350,18 @@ async def test_opens_in_flight_when_their_host_is_sigkilled_each_start_their_run
         await asyncio.gather(*(r.close() for r in runs), return_exceptions=True)
 
 
-async def test_a_host_offers_only_a_runs_remote_methods_never_its_housekeeping() -> None:
+async def test_a_host_runs_only_a_runs_typed_commands_never_its_housekeeping() -> None:
+    # A run is reached only through the command table (actors.orchestrator._commands), which
+    # has no command for the host's housekeeping: a call naming a method is not a command.
     orch = Orchestrator(Tally(), name="housekeeping")
     host = ray.get_actor(run_host_name("housekeeping"), namespace=SOLOIST_NAMESPACE)
     try:
         for method in ("abandon", "unload", "_let_store_go", "__init__"):
-            with pytest.raises(ray.exceptions.RayTaskError, match=f"no remote method {method!r}"):
-                await host.call.remote("housekeeping", None, method, (), {})
+            with pytest.raises(ray.exceptions.RayTaskError, match="a run host takes a RunCall or an OpenRun"):
+                await host.call_one.remote(("call", "housekeeping", None, method, (), {}))
+            assert (await host.call_many.remote([("call", "housekeeping", None, method, (), {})]))[0][0] is False
+        with pytest.raises(AttributeError):
+            host.call  # noqa: B018  (no entry point takes a method's name)
         assert await orch.apply(bump) == 1  # the run is untouched
     finally:
         await orch.close()

@@ -13,20 +13,16 @@ from typing import Any
 
 import pytest
 import ray
-from pydantic import BaseModel
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors import Orchestrator
 from cluster.storage import SqliteStore
 from tests.conftest import NODE_DISK_VARIABLE
+from tests._models import Tally
 
 pytestmark = [pytest.mark.multinode, pytest.mark.timeout(900)]
 
 STORE = f"${NODE_DISK_VARIABLE}/runs.sqlite"
-
-
-class Tally(BaseModel):
-    n: int = 0
 
 
 def bump(state: Tally) -> None:

@@ -10,6 +10,7 @@ from opentelemetry.trace import StatusCode
 from pydantic import BaseModel
 
 from actors import Call, Orchestrator, SkillRegistry, handoff, parallel_handoff, current_carrier, set_tracing_enabled
+from tests._models import Empty
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 
@@ -25,10 +26,6 @@ class WorkOut(BaseModel):
     trace_id: str
     span_id: str
     parent_span_id: str | None
-
-
-class Empty(BaseModel):
-    pass
 
 
 skills = SkillRegistry(replicas=2)

@@ -15,6 +15,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from actors import Call, Orchestrator, SkillRegistry, parallel_handoff, pool_for
 from cluster import metrics
 from tests.cluster.test_metrics import Samples, scrape_until, total, value
+from tests._models import Empty
 
 pytestmark = [pytest.mark.multinode, pytest.mark.timeout(900)]
 
@@ -26,10 +27,6 @@ class WhereIn(BaseModel):
 class WhereOut(BaseModel):
     tag: int
     node: str
-
-
-class Empty(BaseModel):
-    pass
 
 
 def where_registry() -> SkillRegistry:

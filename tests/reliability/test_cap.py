@@ -14,21 +14,17 @@ from typing import Any
 
 import pytest
 import ray
-from pydantic import BaseModel
 
 from actors import Call, Orchestrator, SubagentLost, parallel_handoff, pool_for
 from cluster import ClusterSemaphore
 from tests.actors._peak import replicas_answer
 from tests.reliability._cap_support import (Gate, Intervals, WorkIn, WorkOut, cap_registry, new_named, read_line,
                                             start_driver, wait_for)
+from tests._models import Empty
 
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(600), pytest.mark.usefixtures("ray_session")]
 
 TTL = 1.0
-
-
-class Empty(BaseModel):
-    pass
 
 
 class Cap:
@@ -174,8 +170,6 @@ async def _gone(pid: int) -> bool:
     except ProcessLookupError:
         return True
     return False
-
-
 
 
 async def test_a_paused_driver_neither_grows_the_cap_nor_blocks_it_past_its_work(cap):

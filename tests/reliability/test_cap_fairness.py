@@ -13,7 +13,6 @@ import uuid
 
 import pytest
 import ray
-from pydantic import BaseModel
 
 from actors import Orchestrator, pool_for
 from cluster import ClusterSemaphore, SemaphoreUnavailable
@@ -21,18 +20,13 @@ from cluster.semaphore import SERVICE_COUNT
 from tests.actors._peak import replicas_answer
 from tests.reliability._support import scaled
 from tests.reliability._cap_support import Intervals, cap_registry, new_named, read_line, start_driver, wait_for
+from tests._models import Empty
 
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(900), pytest.mark.usefixtures("ray_session")]
 
 #: How long each fairness race lasts: hundreds of grants in the suite's 10 s; 20 s under
 #: SOLOIST_RELIABILITY_FULL=1.
 SECONDS = float(scaled(10, 20))
-
-
-class Empty(BaseModel):
-    pass
-
-
 
 
 async def _race(runs: list[Orchestrator], intervals_name: str, intervals) -> dict[str, float]:

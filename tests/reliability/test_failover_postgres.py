@@ -32,7 +32,6 @@ from typing import Any
 
 import pytest
 import ray
-from pydantic import BaseModel
 from ray.cluster_utils import Cluster
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -40,6 +39,7 @@ from actors import Orchestrator, actor_name, run_host_name
 from cluster import SOLOIST_NAMESPACE
 from cluster.storage import JournalEntry, PostgresStore, WriterFenced
 from tests._waits import HANG_GUARD_S, eventually, file_appears, process_gone
+from tests._models import Tally
 
 pytestmark = [pytest.mark.reliability, pytest.mark.multinode, pytest.mark.timeout(900)]
 
@@ -49,10 +49,6 @@ DEDICATED = "failover-dedicated"
 DRIVERS = ("a", "b", "c")
 ACKED_BEFORE_KILL = 3  # per driver: every driver is writing when the node goes
 ACKED_AFTER_FAILOVER = 3  # per driver, beyond what it had when the node went
-
-
-class Tally(BaseModel):
-    n: int = 0
 
 
 def _bump(state: Tally) -> None:

@@ -28,6 +28,7 @@ from actors import Call, Orchestrator, SkillRegistry, SubagentLost, handoff, par
 from cluster import ClusterSemaphore
 from tests._waits import HANG_GUARD_S, eventually
 from tests.actors._peak import NAMESPACE, PeakCounter, wait_until
+from tests._models import Empty
 
 pytestmark = [pytest.mark.reliability, pytest.mark.multinode, pytest.mark.timeout(900)]
 
@@ -112,10 +113,6 @@ def crash_registry(suffix: str = "") -> SkillRegistry:
         os._exit(1)
 
     return skills
-
-
-class Empty(BaseModel):
-    pass
 
 
 class Crashes:

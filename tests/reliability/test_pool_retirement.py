@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from actors import Call, Orchestrator, SkillRegistry, handoff
 from tests._waits import eventually
 from tests.reliability._support import scaled
+from tests._models import Empty
 
 pytestmark = [pytest.mark.ray, pytest.mark.reliability, pytest.mark.usefixtures("ray_session")]
 
@@ -40,10 +41,6 @@ class EchoIn(BaseModel):
 
 class EchoOut(BaseModel):
     n: int
-
-
-class Empty(BaseModel):
-    pass
 
 
 def echo(inp: EchoIn) -> EchoOut:

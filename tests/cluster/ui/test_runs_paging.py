@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import Select, WebDriverWait
+from selenium.webdriver.support.ui import Select
 
 from actors import Orchestrator, host_statistics, hosted_runs, run_host_name
 from cluster.cli import collect_status, render_status
@@ -25,6 +25,7 @@ from cluster.cli.ui import RunSource, UiServer
 from coordinators import AgentState
 from tests._many_runs import BIG, big_store, copy_of, expected_counts, make_store, name_of, status_of
 from tests._waits import HANG_GUARD_S, eventually
+from tests.cluster.ui._pages import wait_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 
@@ -41,10 +42,6 @@ def _get(url: str) -> tuple[int, Any]:
 
 def _runs(server: UiServer, **params: Any) -> tuple[int, Any]:
     return _get(server.url + "api/runs?" + urllib.parse.urlencode(params))
-
-
-def wait_until(driver: Any, condition: Any, what: str) -> Any:
-    return WebDriverWait(driver, HANG_GUARD_S, poll_frequency=0.1).until(lambda d: condition(d), message=what)
 
 
 def rows_shown(driver: Any, table: str = "runs-body") -> list[dict[str, str]]:

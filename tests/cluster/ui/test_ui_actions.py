@@ -11,20 +11,14 @@ from typing import Any
 
 import pytest
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import WebDriverWait
 
-from actors import Orchestrator, OrchestratorNotFound, Run, answer_interrupt, open_interrupts
+from actors import Orchestrator, OrchestratorNotFound, Run, open_interrupts
 from cluster.cli.ui import RunSource, UiServer
 from coordinators import AgentState, TransitionBatch
 from tests.actors.run_fixtures import counts, skill_registry, three
+from tests.cluster.ui._pages import wait_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
-
-_WAIT = 60
-
-
-def wait_until(driver: Any, condition: Any, what: str) -> Any:
-    return WebDriverWait(driver, _WAIT, poll_frequency=0.1).until(lambda d: condition(d), message=what)
 
 
 def text_of(driver: Any, css: str) -> str:

@@ -9,19 +9,13 @@ from typing import Any
 
 import pytest
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import WebDriverWait
 
 from actors import Orchestrator
 from cluster.cli.ui import RunSource, UiServer
 from coordinators import AgentState, TransitionBatch
+from tests.cluster.ui._pages import wait_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
-
-_WAIT = 60
-
-
-def wait_until(driver: Any, condition: Any, what: str) -> Any:
-    return WebDriverWait(driver, _WAIT, poll_frequency=0.1).until(lambda d: condition(d), message=what)
 
 
 def text_of(driver: Any, css: str) -> str:
