@@ -76,9 +76,12 @@ class ModelSource:
 
 def dump_response(response: ModelResponse) -> dict[str, Any]:
     """A response as the JSON the journal keeps: pydantic-ai's own serialisation without the
-    fields that are None (half the bytes of a short response), unless that would not read
-    back as the same response (a field whose default is not None set to None): then whole."""
+    fields that are None and the usage counters that are zero (most of a short response's
+    bytes), unless that would not read back as the same response: then whole."""
     dumped: dict[str, Any] = _RESPONSE.dump_python(response, mode="json", exclude_none=True)
+    usage = dumped.get("usage")
+    if isinstance(usage, dict):
+        dumped["usage"] = {name: value for name, value in usage.items() if value != 0 and value != {}}
     if _RESPONSE.validate_python(dumped) != response:
         dumped = _RESPONSE.dump_python(response, mode="json")
     return dumped

@@ -82,6 +82,11 @@ class SoloistAgent(WrapperAgent[AgentDepsT, OutputDataT]):
     (it holds a client or a lock) needs ``model_factory``, a module-level function that
     builds it in each replica. ``replicas`` bounds the model subagents; ``max_parallel`` and
     ``semaphore_scope`` are the runs' cap and the cluster-wide scope it is counted in.
+
+    ``checkpoint_every`` (default 0: never) is passed to the runs the wrapper opens. A run's
+    state *is* its steps, and its journal holds each step once, as it was committed; a
+    checkpoint would store every step a second time (a closed run is checkpointed), so by
+    default a run is rebuilt from its journal when it is taken up again.
     """
 
     def __init__(
@@ -96,6 +101,7 @@ class SoloistAgent(WrapperAgent[AgentDepsT, OutputDataT]):
         max_parallel: int = DEFAULT_MAX_PARALLEL,
         semaphore_scope: str | None = None,
         durability: str = "sync",
+        checkpoint_every: int = 0,
     ) -> None:
         super().__init__(wrapped)
         agent_name = name if name is not None else wrapped.name
@@ -115,6 +121,7 @@ class SoloistAgent(WrapperAgent[AgentDepsT, OutputDataT]):
         self._max_parallel = max_parallel
         self._semaphore_scope = semaphore_scope
         self._durability = durability
+        self._checkpoint_every = checkpoint_every
         driver_model, source = _driver_model(agent_name, wrapped.model, model_factory)
         self._model = SoloistModel(driver_model, skill=MODEL_SKILL_PREFIX + agent_name)
         self._registry = model_registry(agent_name, source, replicas=replicas)
@@ -151,7 +158,8 @@ class SoloistAgent(WrapperAgent[AgentDepsT, OutputDataT]):
             except OrchestratorNotFound:
                 pass  # a new run
         orch = await Orchestrator.open(AgentJournal(), name=name, store=self._store, durability=self._durability,
-                                       max_parallel=self._max_parallel, semaphore_scope=self._semaphore_scope)
+                                       max_parallel=self._max_parallel, semaphore_scope=self._semaphore_scope,
+                                       checkpoint_every=self._checkpoint_every)
         return orch, True
 
     async def _steps(self, orch: Orchestrator[Any], run_id: str) -> RunSteps:

@@ -70,3 +70,37 @@ def build_agent(ledger: Path, *, hold_at: int | None = None, release: Path | Non
 
 def ledger_lines(ledger: Path) -> list[str]:
     return ledger.read_text().splitlines() if ledger.exists() else []
+
+
+#: The long conversation's model requests (each response but the last also calls ``add``).
+LONG_REQUESTS = 100
+#: Characters of text in its responses, in turn (8,000 on average, as answers vary): about
+#: 800,000 characters in all, some 200,000 tokens.
+LONG_TEXTS = (4_000, 6_000, 8_000, 10_000, 12_000)
+
+
+async def long_talk(messages: list[ModelMessage], info: AgentInfo, *, ledger: str, **_: object) -> ModelResponse:
+    """A long conversation: response n says ``LONG_TEXTS[n % 5]`` characters; all but the last
+    also call ``add``."""
+    n = sum(1 for message in messages if message.kind == "response")
+    append_line(ledger, f"model {n}")
+    size = LONG_TEXTS[n % len(LONG_TEXTS)]
+    words = " ".join(f"w{n}x{i}" for i in range(size))[:size]
+    if n < LONG_REQUESTS - 1:
+        return ModelResponse(parts=[TextPart(words), ToolCallPart("add", {"a": n, "b": 1}, tool_call_id=f"call-{n}")])
+    return ModelResponse(parts=[TextPart(words)])
+
+
+def conversation_text(messages: list[ModelMessage]) -> int:
+    """Characters of a conversation's own text: prompts, the model's text, tool calls' arguments
+    and tool returns, each counted once."""
+    total = 0
+    for message in messages:
+        for part in message.parts:
+            if isinstance(part, ToolCallPart):
+                total += len(part.tool_name) + len(part.args_as_json_str())
+            elif isinstance(part, ToolReturnPart):
+                total += len(part.tool_name) + len(part.model_response_str())
+            elif isinstance(getattr(part, "content", None), str):
+                total += len(part.content)  # type: ignore[union-attr]  # text, prompt and instruction parts
+    return total
