@@ -10,6 +10,7 @@ observed, not a hope that ``sleep(1.0)`` was long enough on a busy machine.
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from typing import Any
 
@@ -37,13 +38,16 @@ class PeakCounter:
         self.finished = 0
         self.cancelled = 0
         self.nodes: set[str] = set()
+        # The process of each body inside now (one entry per body): which replica runs what.
+        self.inside: list[int] = []
         # Notified after every change of the figures above; ``until`` waits on it.
         self._changed = asyncio.Condition()
         # Set by ``open``; gated bodies wait for it after ``enter``.
         self._gate = asyncio.Event()
 
-    async def enter(self, node: str = "") -> int:
+    async def enter(self, node: str = "", pid: int = 0) -> int:
         self.current += 1
+        self.inside.append(pid)
         self.entered += 1
         self.peak = max(self.peak, self.current)
         if node:
@@ -51,8 +55,10 @@ class PeakCounter:
         await self._notify()
         return self.current
 
-    async def exit(self, outcome: str = "finished") -> None:
+    async def exit(self, outcome: str = "finished", pid: int = 0) -> None:
         self.current -= 1
+        if pid in self.inside:
+            self.inside.remove(pid)
         if outcome == "cancelled":
             self.cancelled += 1
         else:
@@ -61,12 +67,13 @@ class PeakCounter:
 
     def report(self) -> dict[str, Any]:
         return {"current": self.current, "peak": self.peak, "entered": self.entered, "finished": self.finished,
-                "cancelled": self.cancelled, "nodes": sorted(self.nodes)}
+                "cancelled": self.cancelled, "nodes": sorted(self.nodes), "inside": sorted(self.inside)}
 
     async def reset(self) -> None:
         """Zero every figure and close the gate again (for the next gated batch)."""
         self.current = self.peak = self.entered = self.finished = self.cancelled = 0
         self.nodes = set()
+        self.inside = []
         self._gate.clear()
         await self._notify()
 
@@ -130,15 +137,15 @@ def sleepy_registry(**kwargs: Any) -> SkillRegistry:
     async def sleep(inp: SleepIn) -> SleepOut:
         node = ray.get_runtime_context().get_node_id()
         counter = ray.get_actor(inp.counter, namespace=NAMESPACE)
-        await counter.enter.remote(node)
+        await counter.enter.remote(node, os.getpid())
         try:
             if inp.gate:
                 await counter.gate.remote()
             await asyncio.sleep(inp.seconds)
         except asyncio.CancelledError:
-            counter.exit.remote("cancelled")  # submitted without waiting: this task is being cancelled
+            counter.exit.remote("cancelled", os.getpid())  # submitted without waiting: this task is being cancelled
             raise
-        await counter.exit.remote("finished")
+        await counter.exit.remote("finished", os.getpid())
         return SleepOut(tag=inp.tag, node=node)
 
     return skills
