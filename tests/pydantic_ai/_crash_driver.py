@@ -18,12 +18,12 @@ import cloudpickle
 
 
 async def main(address: str, store: str, ledger: str, release: str, hold_at: str, run_id: str) -> None:
-    import tests._ledger
+    import tests._ledger as ledger_module
     import tests.pydantic_ai._agents as agents
     from actors.pydantic_ai import SoloistAgent
     from cluster import connect
 
-    for module in (agents, tests._ledger):  # the model's function reaches the replicas by value
+    for module in (agents, ledger_module):  # the model's function reaches the replicas by value
         cloudpickle.register_pickle_by_value(module)
     connect(address=address, namespace="soloist-tests")
     agent = agents.build_agent(Path(ledger), hold_at=None if hold_at == "-" else int(hold_at), release=Path(release))
