@@ -27,7 +27,7 @@ import logging
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -47,7 +47,18 @@ from cluster.heap import freeze_startup_objects
 from cluster.storage import RunInfo, RunLockedElsewhere, diff_states
 from coordinators import AgentState, ContextSnapshot, StateTransition, reduce, shared_records
 
-__all__ = ["OrchestratorActor"]
+__all__ = ["OrchestratorActor", "Hosting", "WriterCommand"]
+
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
+
+
+class WriterCommand(Protocol[R_co]):
+    """What ``OrchestratorActor.serve`` runs: a command of ``actors.orchestrator._commands``,
+    the table of this writer's operations (each runs itself on the writer)."""
+
+    def run(self, writer: OrchestratorActor) -> Awaitable[R_co]: ...
+
 
 @dataclasses.dataclass(frozen=True)
 class Hosting:
@@ -186,6 +197,10 @@ class OrchestratorActor:
         telemetry.actor_started(spec.display_name, self._committed[0])
         if hosting is None:  # a process of its own (on a host, the host froze its start-up)
             freeze_startup_objects()
+
+    async def serve(self, command: WriterCommand[R]) -> R:
+        """A dedicated actor's one entry point for its handles: ``command`` run on this writer."""
+        return await command.run(self)
 
     # ------------------------------------------------------------------ reads
 

@@ -26,7 +26,6 @@ import ctypes.util
 import dataclasses
 import functools
 import gc
-import inspect
 import itertools
 import logging
 import os
@@ -41,6 +40,8 @@ from pydantic import BaseModel, ConfigDict
 
 from actors.exceptions import OrchestratorClosed, RunHostFull
 from actors.orchestrator._actor import Hosting, OrchestratorActor
+from actors.orchestrator._commands import Close, Command, HostCall, OpenRun, RunCall
+from actors.orchestrator._reload import Reload, reload_of
 from actors.orchestrator._recovery import stored_run_spec
 from actors.orchestrator.spec import RunSpec
 from cluster.connect import actor_was_restarted, ended_jobs, node_id
@@ -49,16 +50,9 @@ from cluster.semaphore import ClusterSemaphore
 from cluster.storage import StoreUnreachable, WriterFenced, check_durability, open_store
 from coordinators.exceptions import SoloistError
 
-__all__ = ["RunHostActor", "HostedRunRecord", "HostStatistics", "Reload", "RunNotHeld", "TicketLost", "reload_of"]
+__all__ = ["RunHostActor", "HostedRunRecord", "HostStatistics", "RunNotHeld", "TicketLost"]
 
 _log = logging.getLogger("soloist.host")
-# What a call may ask of a run: the orchestrator's remote surface, as a dedicated actor offers
-# it. Its own housekeeping (unloading, abandoning) is the host's to call, never a caller's.
-_HOST_ONLY = frozenset({"unload", "abandon", "idle"})
-_CALLABLE = frozenset(
-    name for name, value in vars(OrchestratorActor).items()
-    if not name.startswith("_") and name not in _HOST_ONLY and inspect.iscoroutinefunction(value)
-)
 # Threads running runs' fns, shared by every run of the host: made when needed (an idle one is
 # reused first) up to this many, so a slow fn holds one thread and the other runs' fns take
 # others; each run's fns run one at a time (its write lock), so it never holds two.
@@ -78,33 +72,6 @@ class RunNotHeld(OrchestratorClosed):
     """The host does not hold the run and the call came without its ``Reload``. A caller that
     has one sends the call again with it (the host then activates the run from its store);
     for any other caller the run is closed."""
-
-
-class Reload(BaseModel):
-    """Where a durable run is stored: sent when a hosted run is opened and again with a call
-    its host answered ``RunNotHeld``, so the host can activate it again (after unloading it,
-    or after Ray restarted the host)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    store: str
-    durability: str
-    unload_after_s: float | None = None
-    """Idle seconds before the run is unloaded (None: the host's default)."""
-    owner_job: str | None = None
-    """The job whose end closes the run (None: detached), kept across a restart of its host."""
-    named: bool = True
-    reopen: bool = False
-    """An explicit reopen (``Orchestrator.attach`` with the store): activates a run its owner
-    closed. Without it, a closed run stays closed whoever's copy of a handle calls it."""
-
-
-def reload_of(spec: RunSpec, owner_job: str | None = None) -> Reload | None:
-    """How a host activates ``spec``'s run again: None for a run without a store file."""
-    if not isinstance(spec.store, str):
-        return None
-    return Reload(store=spec.store, durability=spec.durability, unload_after_s=spec.unload_after_s, owner_job=owner_job,
-                  named=spec.named)
 
 
 def _trim_heap() -> None:
@@ -221,10 +188,22 @@ class RunHostActor:
             raise
         return slot.version or 0
 
-    async def call(self, run: str, reload: Reload | None, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """Call ``method`` of the run's orchestrator, activating it first if it is not loaded."""
-        if method not in _CALLABLE:
-            raise AttributeError(f"an orchestrator has no remote method {method!r}; see actors.Orchestrator for what a run offers")
+    async def call_one(self, call: HostCall) -> Any:
+        """One call (a ``RunCall`` or an ``OpenRun``) as a Ray call of its own, in ONE argument:
+        Ray serialises each argument of a call on its own, and several cost a lone call 0.05 to
+        0.2 ms more than one does on this 2-core machine."""
+        match call:
+            case RunCall(run, reload, command):
+                return await self._run_command(run, reload, command)
+            case OpenRun(spec, owner_job, max_runs):
+                return await self.open_run(spec, owner_job, max_runs)
+        raise TypeError(f"a run host takes a RunCall or an OpenRun (actors.orchestrator._commands), not {type(call).__name__}")
+
+    async def _run_command(self, run: str, reload: Reload | None, command: Command[Any]) -> Any:
+        """Run ``command`` on the run's orchestrator, activating it first if it is not loaded.
+        Only a ``Command`` reaches a run: the host's housekeeping (unloading, abandoning) has none."""
+        if not isinstance(command, Command):
+            raise TypeError(f"a run takes a Command (actors.orchestrator._commands), not {type(command).__name__}")
         self._keep()
         slot = self._slots.get(run)
         if slot is None:
@@ -242,12 +221,12 @@ class RunHostActor:
                 try:
                     orchestrator = await self._reactivate(slot, reopen=reload is not None and reload.reopen)
                 except (LookupError, OrchestratorClosed):
-                    if method == "close":
+                    if isinstance(command, Close):
                         return None  # a run deleted or closed meanwhile: closing it is done
                     raise
             try:
-                result = await getattr(orchestrator, method)(*args, **kwargs)
-                if method == "close" and self._slots.get(run) is slot:
+                result = await command.run(orchestrator)
+                if isinstance(command, Close) and self._slots.get(run) is slot:
                     self._forget(slot)  # closed by its owner: the run is no longer this host's
                 return result
             except WriterFenced:
@@ -262,19 +241,9 @@ class RunHostActor:
             slot.calls -= 1
             slot.last_used = time.monotonic()
 
-    async def call_one(self, call: tuple[Any, ...]) -> Any:
-        """One call of ``call_many``'s shape (``("call", run, reload, method, args, kwargs)`` or
-        ``("open", spec, owner_job, max_runs)``) as a Ray call of its own, in ONE argument: Ray
-        serialises each argument of a call on its own: ``call``'s five cost a lone call 0.05 to
-        0.2 ms more than one argument does on this 2-core machine."""
-        if call[0] == "open":
-            return await self.open_run(*call[1:])
-        return await self.call(*call[1:])
-
-    async def call_many(self, calls: list[tuple[Any, ...]]) -> list[tuple[bool | None, Any]]:
+    async def call_many(self, calls: list[HostCall]) -> list[tuple[bool | None, Any]]:
         """Many calls in one Ray call: what one driver's event loop sent this host in one turn
-        (``("call", run, reload, method, args, kwargs)`` or ``("open", spec, owner_job,
-        max_runs)``). Each runs as its own task, as separate calls would; the outcome of each,
+        (each a ``RunCall`` or an ``OpenRun``). Each runs as its own task, as separate calls would; the outcome of each,
         in order, is ``(True, value)`` or ``(False, error)``. A call still running after
         ``_BATCH_WAIT_S`` comes back as ``(None, ticket)`` for ``outcomes`` to answer, so a
         slow call never holds the others' answers for longer than that."""
@@ -315,11 +284,9 @@ class RunHostActor:
 
         return drop
 
-    async def _outcome_of(self, call: tuple[Any, ...]) -> tuple[bool, Any]:
+    async def _outcome_of(self, call: HostCall) -> tuple[bool, Any]:
         try:
-            if call[0] == "open":
-                return True, await self.open_run(*call[1:])
-            return True, await self.call(*call[1:])
+            return True, await self.call_one(call)
         except Exception as exc:  # the caller's own error, delivered to it alone
             return False, _portable(exc)
 

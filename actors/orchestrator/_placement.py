@@ -13,9 +13,9 @@ follows: one name, one host actor, and one ``_Slot`` per run inside it; an activ
 is superseded anyway (a host presumed dead, a driver of another cluster) is fenced by the
 run's epoch in its store.
 
-``HostedActor`` is what a handle of a hosted run holds instead of an actor handle: it is
-used the same way (``hosted.apply_batch.remote(...)`` gives an ``ObjectRef``), each call
-going to the host with the run's name and where it is stored.
+``HostedActor`` is what a handle of a hosted run holds instead of an actor handle: it takes
+the commands of ``_commands`` (``await hosted.call(Snapshot())``, or ``hosted.send(...)``
+for an ``ObjectRef``), each wrapped in a ``RunCall`` naming the run for its host.
 """
 
 from __future__ import annotations
@@ -25,11 +25,13 @@ import hashlib
 import os
 import time
 import weakref
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import ray
 
-from actors.orchestrator._host import Reload, RunHostActor, RunNotHeld, TicketLost, reload_of
+from actors.orchestrator._commands import AgentChanged, AgentCreated, Command, HostCall, OpenRun, RunCall
+from actors.orchestrator._host import RunHostActor, RunNotHeld, TicketLost
+from actors.orchestrator._reload import Reload, reload_of
 from actors.orchestrator._placement_kind import Placement, placement_of, scheduling_strategy
 from actors.orchestrator.spec import RunSpec
 from cluster.connect import SOLOIST_NAMESPACE, node_id, shared_setting, wait_ref
@@ -43,6 +45,7 @@ MOVABLE_HOST_PREFIX = HOST_PREFIX + "db:"  # hosts of runs stored in a database:
 _PREFIXES: dict[Placement, str] = {"node": HOST_PREFIX, "anywhere": MOVABLE_HOST_PREFIX}
 _RemoteHost = ray.remote(RunHostActor)
 _RETRY_SECONDS = 60.0  # how long a call waits for a retiring host's name to be free again
+R = TypeVar("R")
 
 
 _HOSTS_KEY = "run-hosts"  # the cluster's host count, in its shared settings
@@ -185,28 +188,43 @@ class HostedActor:
         The host is the one of the store's placement kind."""
         return HostedActor(self._run, reload, host_name_for(self._run, store=reload.store))
 
-    async def call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """Call the run's ``method`` from code on an event loop: the value, or the run's own
-        error as itself (not wrapped by Ray); Ray's errors about the host as they are. Quick
-        methods travel with the other calls this loop sends the same host in the same turn."""
+    async def call(self, command: Command[R]) -> R:
+        """Run ``command`` on the run, from code on an event loop: its value, or the run's own
+        error as itself (not wrapped by Ray); Ray's errors about the host as they are. A
+        ``batched`` command travels with the other calls this loop sends the same host in the
+        same turn."""
         try:
-            return await self._send(method, args, kwargs, None)
+            return await self._send(command, None)
         except RunNotHeld:
             if self._reload is None:
                 raise
-        return await self._send(method, args, kwargs, self._reload)  # the host restarted: activate from the store
+        return await self._send(command, self._reload)  # the host restarted: activate from the store
 
-    async def _send(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], reload: Reload | None) -> Any:
-        # Without the Reload while the host holds the run: Ray sends a call of plain values
-        # as msgpack, and pickles a pydantic model in it on its own, which costs each side
-        # tens of microseconds per call.
-        call = ("call", self._run, reload, method, args, kwargs)
-        if method not in _BATCHED:
+    async def _send(self, command: Command[R], reload: Reload | None) -> R:
+        # Without the Reload while the host holds the run (see ``RunCall``).
+        call = RunCall(self._run, reload, command)
+        if not command.batched:
             try:
                 return await self.host().call_one.remote(call)
             except ray.exceptions.RayTaskError as exc:
                 raise _cause(exc) from None
         return await _batcher().submit(self, call)
+
+    def send(self, command: Command[Any]) -> Any:
+        """``command`` to the run as a Ray call of its own, without waiting (an ``ObjectRef``):
+        for code that is not on an event loop, or that fires and forgets."""
+        return self.host().call_one.remote(RunCall(self._run, self._reload, command))
+
+    @property
+    def agent_created(self) -> _AgentReport:
+        """``hosted.agent_created.remote(agent_id, kind, config, handle)``: how a subagent pool
+        reports a replica (``actors.handoffs.pools``), as on a dedicated actor's handle."""
+        return _AgentReport(self, AgentCreated)
+
+    @property
+    def agent_changed(self) -> _AgentReport:
+        """``hosted.agent_changed.remote(agent_id, lifecycle, last_error)``: as ``agent_created``."""
+        return _AgentReport(self, AgentChanged)
 
     def release(self) -> Any:
         """The run was closed: the host forgets it (an ``ObjectRef``)."""
@@ -216,11 +234,6 @@ class HostedActor:
         """Unload the run now if it is durable and idle (an ``ObjectRef`` of a bool)."""
         return self.host().unload_run.remote(self._run)
 
-    def __getattr__(self, method: str) -> _HostedMethod:
-        if method.startswith("__"):
-            raise AttributeError(method)
-        return _HostedMethod(self, method)
-
     def __reduce__(self) -> tuple[Any, ...]:
         return (HostedActor, (self._run, self._reload, self._host_name))
 
@@ -228,16 +241,17 @@ class HostedActor:
         return f"HostedActor({self._run!r} on {self._host_name})"
 
 
-class _HostedMethod:
-    __slots__ = ("_hosted", "_method")
+class _AgentReport:
+    """A pool's fire-and-forget report to a hosted run, sent as the command ``make`` builds."""
 
-    def __init__(self, hosted: HostedActor, method: str) -> None:
+    __slots__ = ("_hosted", "_make")
+
+    def __init__(self, hosted: HostedActor, make: Callable[..., Command[Any]]) -> None:
         self._hosted = hosted
-        self._method = method
+        self._make = make
 
-    def remote(self, *args: Any, **kwargs: Any) -> Any:
-        hosted = self._hosted
-        return hosted.host().call_one.remote(("call", hosted._run, hosted._reload, self._method, args, kwargs))
+    def remote(self, *args: Any) -> Any:
+        return self._hosted.send(self._make(*args))
 
 
 def open_hosted(spec: RunSpec, owner_job: str | None) -> HostedActor:
@@ -245,7 +259,7 @@ def open_hosted(spec: RunSpec, owner_job: str | None) -> HostedActor:
     settings = host_settings()
     hosted = HostedActor(spec.name, reload_of(spec, owner_job), host_name_for(spec.name, store=spec.store))
     wire = spec.for_host()
-    _with_live_host(hosted, lambda host: wait_ref(host.open_run.remote(wire, owner_job, settings.max_runs)))
+    _with_live_host(hosted, lambda host: wait_ref(host.call_one.remote(OpenRun(wire, owner_job, settings.max_runs))))
     return hosted
 
 
@@ -257,7 +271,7 @@ async def open_hosted_async(spec: RunSpec, owner_job: str | None) -> HostedActor
     wire = spec.for_host()
     while True:
         try:
-            await _batcher().submit(hosted, ("open", wire, owner_job, settings.max_runs))
+            await _batcher().submit(hosted, OpenRun(wire, owner_job, settings.max_runs))
             return hosted
         except ray.exceptions.ActorDiedError:  # the host retired meanwhile: start it again
             if time.monotonic() > deadline:
@@ -302,19 +316,10 @@ def live_host_names() -> list[str]:
             if entry.get("namespace") == SOLOIST_NAMESPACE and entry["name"].startswith(HOST_PREFIX)]
 
 
-#: Orchestrator methods that answer promptly: these travel in batches. ``changes`` waits for
-#: new versions (a long poll) and ``close``/``agent_handle`` may start or stop actors: each of
-#: those stays a Ray call of its own.
-_BATCHED = frozenset({
-    "version", "snapshot", "context", "max_parallel", "history", "state_at", "mark_run", "describe", "statistics",
-    "apply_fn", "apply_batch", "set_max_parallel", "agent_created", "agent_changed", "agents",
-})
-
-
 class _Pending:
     __slots__ = ("hosted", "call", "future")
 
-    def __init__(self, hosted: HostedActor, call: tuple[Any, ...], future: asyncio.Future[Any]) -> None:
+    def __init__(self, hosted: HostedActor, call: HostCall, future: asyncio.Future[Any]) -> None:
         self.hosted = hosted
         self.call = call
         self.future = future
@@ -331,7 +336,7 @@ class _HostBatcher:
         self._loop = loop
         self._waiting: dict[str, list[_Pending]] = {}
 
-    def submit(self, hosted: HostedActor, call: tuple[Any, ...]) -> asyncio.Future[Any]:
+    def submit(self, hosted: HostedActor, call: HostCall) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = self._loop.create_future()
         if not self._waiting:
             self._loop.call_soon(self._flush)
@@ -379,7 +384,7 @@ def _batcher() -> _HostBatcher:
     return batcher
 
 
-async def _alone(host: Any, call: tuple[Any, ...]) -> tuple[bool, Any]:
+async def _alone(host: Any, call: HostCall) -> tuple[bool, Any]:
     """One call as a Ray call of its own: ``(True, value)`` or ``(False, the run's error)``."""
     try:
         return True, await host.call_one.remote(call)

@@ -15,15 +15,15 @@ import secrets
 import threading
 import time
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Iterable, Iterator
-from typing import Any, Callable, Concatenate, Generic, ParamSpec, TypeVar, cast
+from collections.abc import AsyncGenerator, Iterable, Iterator
+from typing import Any, Callable, Generic, TypeVar, cast
 
 import ray
 from pydantic import BaseModel
 
 from actors import telemetry
 from actors._pickle_check import explain_unpicklable
-from actors.exceptions import NotPicklable, OrchestratorClosed, OrchestratorNotFound, VersionConflict, WriteRefused
+from actors.exceptions import NotPicklable, OrchestratorClosed, OrchestratorNotFound, WriteRefused
 from actors.interrupts import RunStatus
 from actors.handoffs._permits import release_idle_permits
 from actors.handoffs.pools import track, untrack
@@ -34,7 +34,27 @@ from actors.handoffs.settings import (
     effective_max_parallel,
 )
 from actors.orchestrator._arguments import checked_transitions, request_id_of
-from actors.orchestrator._actor import OrchestratorActor
+from actors.orchestrator._commands import (
+    AgentChanged,
+    AgentCreated,
+    AgentHandle,
+    Agents,
+    Apply,
+    ApplyBatch,
+    Changes,
+    Close,
+    Command,
+    Context,
+    Describe,
+    History,
+    MarkRun,
+    MaxParallel,
+    SetMaxParallel,
+    Snapshot,
+    StateAt,
+    Statistics,
+    Version,
+)
 from actors.orchestrator._json_clean import json_round_trip
 from actors.orchestrator._launch import (
     actor_name,
@@ -49,7 +69,7 @@ from actors.orchestrator._launch import (
 )
 from actors.orchestrator._placement import HostedActor, hosted_handle, open_hosted, open_hosted_async, reloadable_handle
 from actors.orchestrator.hosts import hosted_runs
-from actors.orchestrator._host import Reload
+from actors.orchestrator._reload import Reload
 from actors.orchestrator._recovery import stored_run_spec
 from actors.orchestrator.changes import Change
 from actors.agents.managed import AgentConfig, AgentKind, Lifecycle
@@ -63,7 +83,6 @@ from coordinators import ContextSnapshot, StateTransition, TransitionBatch
 __all__ = ["Orchestrator", "DEFAULT_MAX_PARALLEL", "HARD_MAX_PARALLEL", "actor_name"]
 
 S = TypeVar("S", bound=BaseModel)
-P = ParamSpec("P")
 R = TypeVar("R")
 
 _POLL_SECONDS = 10.0
@@ -321,7 +340,7 @@ class Orchestrator(Generic[S]):
 
     def _wait_ready(self) -> None:
         try:
-            wait_ref(self._remote(OrchestratorActor.version).remote())
+            wait_ref(_send(self._actor, Version()))
         except ray.exceptions.RayError as exc:
             raise translate_creation_error(exc, self._name) from None
 
@@ -387,7 +406,7 @@ class Orchestrator(Generic[S]):
 
     @classmethod
     def _wrap(cls, handle: Any, name: str, token: str | None) -> "Orchestrator[Any]":
-        described: RunDescription = wait_ref(getattr(handle, OrchestratorActor.describe.__name__).remote())
+        described: RunDescription = wait_ref(_send(handle, Describe()))
         self = cls._handle(handle, described.model_copy(update={"name": name}), token, durable=True)
         self._stops_actor = False  # borrowed: the run belongs to the process that drives it
         self._track_agents()
@@ -403,7 +422,7 @@ class Orchestrator(Generic[S]):
             reopening = reloadable_handle(name, Reload(store=store_spec, durability=durability, reopen=True))
             hosted = reloadable_handle(name, Reload(store=store_spec, durability=durability))
             try:
-                described = wait_ref(reopening.describe.remote())
+                described = wait_ref(reopening.send(Describe()))
             except ray.exceptions.RayTaskError as exc:
                 raise translate_creation_error(exc, name) from None
             self = cls._handle(hosted, described.model_copy(update={"name": name}), token, durable=True)
@@ -486,24 +505,24 @@ class Orchestrator(Generic[S]):
     async def versioned_snapshot(self) -> tuple[int, S]:
         """``(version, state)`` read together, for compare-and-set loops."""
         started = time.perf_counter()
-        version, state = await self._call(OrchestratorActor.snapshot)
+        version, state = await self._call(Snapshot())
         telemetry.record_snapshot(self._name, time.perf_counter() - started)  # the round trip callers wait for
         return version, cast(S, state)  # the run's state is of the handle's state type
 
     async def version(self) -> int:
-        return await self._call(OrchestratorActor.version)
+        return await self._call(Version())
 
     async def context(self) -> ContextSnapshot:
         """A deeply immutable ``ContextSnapshot`` of the committed ``AgentState``."""
-        return await self._call(OrchestratorActor.context)
+        return await self._call(Context())
 
     async def describe(self) -> RunDescription:
         """What the run is (name, caller, state type, cap, semaphore scope, retention), as its
         actor reports it now; never the token."""
-        return await self._call(OrchestratorActor.describe)
+        return await self._call(Describe())
 
     async def statistics(self) -> OrchestratorStatistics:
-        return await self._call(OrchestratorActor.statistics)
+        return await self._call(Statistics())
 
     @property
     def hosted(self) -> bool:
@@ -541,7 +560,7 @@ class Orchestrator(Generic[S]):
     async def refresh_max_parallel(self) -> int:
         """Read the run's cap from the actor (another process may have changed it)."""
         try:
-            self._max_parallel = await asyncio.wait_for(self._remote(OrchestratorActor.max_parallel).remote(), _CAP_READ_SECONDS)
+            self._max_parallel = await asyncio.wait_for(_send(self._actor, MaxParallel()), _CAP_READ_SECONDS)
         except (ray.exceptions.RayError, asyncio.TimeoutError):
             pass  # restarting or gone: keep the cached cap; the cluster semaphore still caps at 4
         return self.max_parallel
@@ -554,7 +573,7 @@ class Orchestrator(Generic[S]):
         last_version = since
         while True:
             try:
-                batch: list[Change] = await self._call(OrchestratorActor.changes, cursor, last_version, _POLL_SECONDS)
+                batch: list[Change] = await self._call(Changes(cursor, last_version, _POLL_SECONDS))
             except OrchestratorClosed:
                 return
             for change in batch:
@@ -578,7 +597,7 @@ class Orchestrator(Generic[S]):
         if not callable(fn):
             raise TypeError(f"apply() takes a callable, got {type(fn).__name__}")
         token = self._require_owner("apply()")
-        return await self._call(OrchestratorActor.apply_fn, token, request_id_of(request_id), fn)
+        return await self._call(Apply(token, request_id_of(request_id), fn))
 
     async def apply_batch(
         self, batch: TransitionBatch | Iterable[StateTransition], *, expected_version: int | None = None,
@@ -591,7 +610,7 @@ class Orchestrator(Generic[S]):
         """
         transitions = checked_transitions(batch, expected_version)
         token = self._require_owner("apply_batch()")
-        return await self._call(OrchestratorActor.apply_batch, token, request_id_of(request_id), transitions, expected_version)
+        return await self._call(ApplyBatch(token, request_id_of(request_id), transitions, expected_version))
 
     # ------------------------------------------------------- history, forks
 
@@ -602,12 +621,12 @@ class Orchestrator(Generic[S]):
         _check_version("since", since)
         if until is not None:
             _check_version("until", until)
-        return await self._call(OrchestratorActor.history, since, until)
+        return await self._call(History(since, until))
 
     async def state_at(self, version: int) -> S:
         """The state exactly as it was committed at ``version`` (``HistoryCompacted`` if too old)."""
         _check_version("version", version)
-        return cast(S, await self._call(OrchestratorActor.state_at, version))  # the run's state type
+        return cast(S, await self._call(StateAt(version)))  # the run's state type
 
     async def fork(self, new_name: str, *, at_version: int, store: str | Store | None = None) -> "Orchestrator[S]":
         """A new run named ``new_name`` whose state is exactly this run's state at ``at_version``.
@@ -643,27 +662,27 @@ class Orchestrator(Generic[S]):
         (``finished``: ``soloist gc`` reads it) or ``updated_at``. Owner's handle only."""
         token = self._require_owner("mark_run()")
         facts: dict[str, Any] = {"status": status, ("finished_at" if finished else "updated_at"): time.time()}
-        await self._call(OrchestratorActor.mark_run, token, facts)
+        await self._call(MarkRun(token, facts))
 
     async def agent_created(self, agent_id: str, kind: AgentKind, config: AgentConfig, handle: Any) -> None:
         """An actor of the run (a coordinator, a subagent) was (re-)created: its record goes
         ``initializing`` then ``idle``, with how to re-create it after a restart."""
-        await self._call(OrchestratorActor.agent_created, agent_id, kind, config, handle)
+        await self._call(AgentCreated(agent_id, kind, config, handle))
 
     async def agent_changed(self, agent_id: str, lifecycle: Lifecycle, last_error: str | None = None) -> None:
         """An agent of the run changed lifecycle (``IllegalLifecycleTransition`` if it may not)."""
-        await self._call(OrchestratorActor.agent_changed, agent_id, lifecycle, last_error)
+        await self._call(AgentChanged(agent_id, lifecycle, last_error))
 
     # -------------------------------------------------------- managed agents
 
     async def agents(self) -> list[dict[str, Any]]:
         """Every managed agent of the run (subagent replicas, coordinators) as ``to_payload`` dicts."""
-        return await self._call(OrchestratorActor.agents)
+        return await self._call(Agents())
 
     async def agent_handle(self, agent_id: str) -> Any:
         """The live actor handle of an agent; after a restart it is re-created from its stored
         record on first use (concurrent first uses create it once)."""
-        return await self._call(OrchestratorActor.agent_handle, agent_id)
+        return await self._call(AgentHandle(agent_id))
 
     def set_max_parallel(self, n: int) -> None:
         """Set the parallel-handoff cap for every handle of this run.
@@ -672,9 +691,9 @@ class Orchestrator(Generic[S]):
         every parallel handoff that uses it. Read when a parallel handoff starts.
         """
         _check_max_parallel(n)
-        self._require_owner("set_max_parallel()")
+        token = self._require_owner("set_max_parallel()")
         # Waits for the actor, so every handle in every process sees the new cap from now on.
-        wait_ref(self._remote(OrchestratorActor.set_max_parallel).remote(self._token, n), timeout=60)
+        wait_ref(_send(self._actor, SetMaxParallel(token, n)), timeout=60)
         self._max_parallel = n
 
     def set_logger(self, logger: logging.Logger | None) -> None:
@@ -707,7 +726,7 @@ class Orchestrator(Generic[S]):
         untrack(self._name)
         release_idle_permits(self._semaphore_scope)
         try:
-            await self._call(OrchestratorActor.close, token)
+            await self._call(Close(token))
         finally:
             if isinstance(self._actor, HostedActor):
                 with contextlib.suppress(ray.exceptions.RayActorError):
@@ -735,22 +754,15 @@ class Orchestrator(Generic[S]):
             )
         return self._token
 
-    def _remote(self, method: Callable[..., Any]) -> Any:
-        """The actor's remote method for ``method``, a function of ``OrchestratorActor``
-        (named by reference, so a rename fails at import and type-check time, not at run time)."""
-        return getattr(self._actor, method.__name__)
-
-    async def _call(
-        self, method: Callable[Concatenate[OrchestratorActor, P], Awaitable[R]], *args: P.args, **kwargs: P.kwargs
-    ) -> R:
-        """Call ``method`` on the actor; actor-side errors arrive as their own type, a restart is retried."""
+    async def _call(self, command: Command[R]) -> R:
+        """Run ``command`` on the run's writer; actor-side errors arrive as their own type, a restart is retried."""
         deadline = asyncio.get_running_loop().time() + _UNAVAILABLE_RETRY_SECONDS
         delay = 0.05
         while True:
             try:
                 if isinstance(self._actor, HostedActor):
-                    return await self._actor.call(method.__name__, args, kwargs)
-                return await self._remote(method).remote(*args, **kwargs)
+                    return await self._actor.call(command)
+                return await self._actor.serve.remote(command)
             except ray.exceptions.RayTaskError as exc:
                 cause = exc.cause if isinstance(exc.cause, BaseException) else None
                 if cause is None:
@@ -771,6 +783,12 @@ class Orchestrator(Generic[S]):
                     delay = min(delay * 2, 1.0)
                     continue
                 raise OrchestratorClosed(f"orchestrator {self._name!r} is not running: {exc.error_msg if hasattr(exc, 'error_msg') else exc}") from exc
+
+
+def _send(actor: Any, command: Command[Any]) -> Any:
+    """``command`` to the run's writer (a hosted run's, or its dedicated actor's
+    ``OrchestratorActor.serve``) as one Ray call, not awaited: an ``ObjectRef``."""
+    return actor.send(command) if isinstance(actor, HostedActor) else actor.serve.remote(command)
 
 
 def _check_version(what: str, value: Any) -> None:

@@ -211,11 +211,13 @@ class _Intruder:
             if dedicated:
                 handle = ray.get_actor(actor_name(name), namespace=SOLOIST_NAMESPACE)
                 await handle.apply_fn.remote("guessed-token", "req-1", _plus_one)
-            else:  # the run's host holds many runs: it is asked for this one by name
-                host = ray.get_actor(run_host_name(name), namespace=SOLOIST_NAMESPACE)
-                await host.call.remote(name, None, "apply_fn", ("guessed-token", "req-1", _plus_one), {})
+            else:  # the run's host holds many runs: a handle with a guessed token sends it the write
+                ray.get_actor(run_host_name(name), namespace=SOLOIST_NAMESPACE)  # found by name
+                await Orchestrator.attach(name, token="guessed-token").apply(_plus_one, request_id="req-1")
         except ray.exceptions.RayTaskError as exc:
             return type(exc.cause).__name__
+        except WriteRefused as exc:  # refused by the run's writer: the handle sent it
+            return type(exc).__name__
         return "accepted"
 
     async def try_attach_and_write(self, name: str) -> str:
