@@ -44,7 +44,7 @@ from actors.orchestrator.changes import Change, ChangeKind
 from actors.orchestrator.spec import OrchestratorStatistics, RunDescription, RunSpec
 from cluster.connect import actor_was_restarted, cluster_address, node_id
 from cluster.heap import freeze_startup_objects
-from cluster.storage import RunInfo, RunLockedElsewhere, diff_states
+from cluster.storage import RunInfo, RunLockedElsewhere, Store, diff_states
 from coordinators import AgentState, ContextSnapshot, StateTransition, reduce, shared_records
 
 __all__ = ["OrchestratorActor", "Hosting", "WriterCommand"]
@@ -125,7 +125,7 @@ class OrchestratorActor:
         self._checkpoints_known: list[int] = [0]
         self._requests_gone_below = 0
         self._stats: dict[str, int] = collections.Counter()
-        self._store = spec.open_store() if hosting is None else hosting.store
+        self._store: Store | None = spec.open_store() if hosting is None else hosting.store
         # A hosted run counts as restarted when its host was (an unloaded run that comes back
         # was not restarted: it left memory on purpose).
         self._restarted = actor_was_restarted() if hosting is None else hosting.restarted and not hosting.creating
@@ -143,7 +143,7 @@ class OrchestratorActor:
                             "to resume it"
                         )
                     new_run = stored is None
-                self._claim_run()
+                self._claim_run(self._store)
                 if self._activating is not None and not new_run:
                     # A stored run is read only once this activation's epoch is committed:
                     # from then on the writer it supersedes (a host presumed dead but still
@@ -509,9 +509,10 @@ class OrchestratorActor:
         self._log_of_changes.close()
         if self._checkpoint_task is not None:
             await self._checkpoint_task
-        if self._store is not None:
+        store = self._store
+        if store is not None:
             try:
-                await self._run_io(self._final_checkpoint)
+                await self._run_io(lambda: self._final_checkpoint(store))
             finally:
                 await self._run_io(self._let_store_go)
 
@@ -536,10 +537,8 @@ class OrchestratorActor:
         if self._hosting is None:
             self._store.close()
             return
-        for forget in ("deactivate", "release_writer"):
-            method = getattr(self._store, forget, None)
-            if method is not None:
-                method(self._name)
+        self._store.deactivate(self._name)
+        self._store.release_writer(self._name)
 
     # ---------------------------------------------------------- managed agents
 
@@ -572,22 +571,22 @@ class OrchestratorActor:
     def _run_io(self, fn: Callable[[], Any]) -> "asyncio.Future[Any]":
         return asyncio.get_running_loop().run_in_executor(self._io_executor, fn)
 
-    def _final_checkpoint(self) -> None:
+    def _final_checkpoint(self, store: Store) -> None:
         """On close: checkpoint the last version so the next attach replays nothing."""
         version, state = self._committed
         if version > self._last_checkpoint and self._spec.checkpoint_every:
-            self._store.put_checkpoint(self._name, version, state.model_dump(mode="json"))
+            store.put_checkpoint(self._name, version, state.model_dump(mode="json"))
             self._checkpoints_known.append(version)
-            self._compact(version)
+            self._compact(store, version)
             self._last_checkpoint = version
 
-    def _compact(self, version: int) -> int:
+    def _compact(self, store: Store, version: int) -> int:
         """Drop what the retention window no longer needs (on the I/O thread). Returns a version
         below which the store now holds no request id (0 when it keeps them all)."""
-        floor = retention_floor(self._store, self._name, version, self._spec.keep_versions, self._spec.keep_days)
+        floor = retention_floor(store, self._name, version, self._spec.keep_versions, self._spec.keep_days)
         if floor is None:
             return 0
-        self._store.compact(self._name, keep_from=floor)
+        store.compact(self._name, keep_from=floor)
         # The store kept everything from its newest checkpoint at or before the floor. This
         # activation knows every checkpoint from the one it was restored from on, so the newest
         # of those at or before the floor is that checkpoint or an older one: request ids below
@@ -598,20 +597,19 @@ class OrchestratorActor:
 
     # --------------------------------------------------------------- internals
 
-    def _claim_run(self) -> None:
-        """Become the run's one writer in its store before reading it (a store that can hold
-        claims: SQLite). Another process writing the run refuses this actor at once with
-        ``RunLockedElsewhere`` naming it; a holder on this same cluster is an actor of this
-        run being torn down (a live one would have been found by name), so it is waited for."""
-        claim = getattr(self._store, "claim_writer", None)
-        if claim is None:
-            return
+    def _claim_run(self, store: Store) -> None:
+        """Become the run's one writer in its store before reading it (``Store.claim_writer``:
+        a no-op for a store of one process). Another process writing the run refuses this
+        actor at once with ``RunLockedElsewhere`` naming it; a holder on this same cluster is
+        an actor of this run being torn down (a live one would have been found by name), so it
+        is waited for. Then the run's activation is started (``Store.activate_async``: None
+        for a store that does not fence); it is awaited once the run is read."""
         address = cluster_address()
         holder = {"address": address, "node": node_id(), **(self._hosting.holder if self._hosting else {})}
         deadline = time.monotonic() + _PEER_EXIT_SECONDS
         while True:
             try:
-                claim(self._name, holder=holder, timeout=0.0 if self._hosting else _CLAIM_SECONDS)
+                store.claim_writer(self._name, holder=holder, timeout=0.0 if self._hosting else _CLAIM_SECONDS)
                 break
             except RunLockedElsewhere as exc:
                 if exc.holder.get("address") != address:
@@ -627,9 +625,7 @@ class OrchestratorActor:
                     self._log.warning("refused: %s", exc)
                     raise
                 self._log.info("waiting for the previous actor of this run to exit: %s", exc)
-        activate = getattr(self._store, "activate_async", None)
-        if activate is not None:
-            self._activating = activate(self._name, holder=holder)  # awaited once the run is read
+        self._activating = store.activate_async(self._name, holder=holder)
 
     def _own_creation(self, stored: RunInfo | None) -> bool:
         """Whether a new run may start over what the store holds under its name: nothing, or
@@ -771,7 +767,7 @@ class OrchestratorActor:
         def write() -> int:
             store.put_checkpoint(name, version, state.model_dump(mode="json"))
             self._checkpoints_known.append(version)  # the I/O thread's (one checkpoint at a time)
-            return self._compact(version)
+            return self._compact(store, version)
 
         async def run() -> None:
             try:

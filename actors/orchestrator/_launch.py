@@ -102,7 +102,7 @@ def prepare_store(store: Any, name: str, durability: str, *, creating: bool) -> 
         raise ValueError(f"the store already holds a run named {name!r}; use Orchestrator.attach({name!r}, store=...) to resume it")
     if not creating and not exists:
         raise OrchestratorNotFound(f"no live orchestrator and no stored run named {name!r} in {getattr(opened, 'path', store)}")
-    if hasattr(store, "append") or is_postgres_url(store):
+    if isinstance(store, Store) or is_postgres_url(store):
         return store
     # absolute: the actor opens it, and a worker's current directory need not be the driver's
     return portable_path(store)
@@ -141,17 +141,13 @@ def writer_elsewhere(store: Any, name: str) -> RunLockedElsewhere | None:
     """After an actor failed to start on ``store``: the ``RunLockedElsewhere`` that explains
     it when another process holds the run open for writing (Ray reports an actor's creation
     error only as text), else None."""
-    if store is None or hasattr(store, "append"):
+    if store is None or isinstance(store, Store):
         return None
     opened = open_store(store)
     try:
-        check = getattr(opened, "check_writer", None)
-        if check is None:
-            return None
-        try:
-            check(name)
-        except RunLockedElsewhere as exc:
-            return exc
-        return None
+        opened.check_writer(name)
+    except RunLockedElsewhere as exc:
+        return exc
     finally:
         opened.close()
+    return None

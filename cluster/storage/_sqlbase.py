@@ -31,6 +31,7 @@ from .base import (
     Durability,
     JournalEntry,
     RunInfo,
+    Store,
     StoreStatistics,
     check_entries,
     check_tail,
@@ -58,8 +59,9 @@ T = TypeVar("T")
 Conn = Any  # a DB-API connection whose ``execute(sql, params)`` returns a cursor ("?" placeholders)
 
 
-class SqlStore(SingleWriter):
-    """The store protocol over SQL; see the subclasses for where the rows live.
+class SqlStore(SingleWriter, Store):
+    """The store protocol over SQL; see the subclasses for where the rows live. Processes
+    share its database: it keeps each run to one writer (``SingleWriter``).
 
     ``durability`` ``"sync"`` and ``"batch"`` behave the same here: both go through the
     group-commit writer and an append's future resolves once its rows are committed; the

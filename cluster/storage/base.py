@@ -221,6 +221,39 @@ class Store(Protocol):
     def close(self) -> None:
         """Flush and release resources; idempotent."""
 
+    # -- one writer per run ---------------------------------------------------------------
+    # A store that processes share (a file, a database) keeps each run to one writer with
+    # claims and fencing epochs (``SingleWriter``: SQLite, PostgreSQL). The bodies here are
+    # the defaults of a store that lives in one process (``MemoryStore``): it has no other
+    # writer to claim the run from or to fence. A run's writer calls these on every store.
+
+    def claim_writer(self, run: str, *, holder: dict[str, Any], timeout: float = 2.0) -> None:
+        """Become the run's one writer until ``release_writer``, ``close`` or the end of this
+        process; ``RunLockedElsewhere`` naming the holder when another writer keeps the claim
+        past ``timeout`` seconds. ``holder`` is recorded for whoever is refused next.
+        Default: nothing to claim."""
+        return None
+
+    def check_writer(self, run: str) -> None:
+        """``RunLockedElsewhere`` naming the holder when another process (or store object)
+        holds the run's claim. Default: nobody else can."""
+        return None
+
+    def release_writer(self, run: str) -> None:
+        """Stop being the run's writer (idempotent). Default: nothing was claimed."""
+        return None
+
+    def activate_async(self, run: str, *, holder: dict[str, Any]) -> concurrent.futures.Future[int] | None:
+        """Take the run up as its newest activation: the future of its new fencing epoch,
+        after which every write of an older activation is refused (``WriterFenced``). None
+        (the default): the store does not fence, having no other writer."""
+        return None
+
+    def deactivate(self, run: str) -> None:
+        """Stop writing the run as its activation (unloaded or closed); idempotent. Default:
+        nothing was activated."""
+        return None
+
 
 _COMPACT = json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii=False)
 

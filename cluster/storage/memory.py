@@ -20,6 +20,7 @@ from .base import (
     Checkpoint,
     JournalEntry,
     RunInfo,
+    Store,
     StoreHealth,
     StoreStatistics,
     check_entries,
@@ -47,8 +48,9 @@ class _Run:
     last_seq: int = 0
 
 
-class MemoryStore:
-    """A thread-safe store that lives in this process only (``path`` is None)."""
+class MemoryStore(Store):
+    """A thread-safe store that lives in this process only (``path`` is None). It has no
+    other writer to keep a run from: ``Store``'s defaults for claims and activations."""
 
     path: str | None = None
 
