@@ -14,7 +14,7 @@ import functools
 import os
 from pathlib import Path
 
-from pydantic_ai import Agent, RunContext
+from pydantic_ai import Agent, DeferredToolRequests, ModelRetry, RunContext
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
@@ -104,3 +104,40 @@ def conversation_text(messages: list[ModelMessage]) -> int:
             elif isinstance(getattr(part, "content", None), str):
                 total += len(part.content)  # type: ignore[union-attr]  # text, prompt and instruction parts
     return total
+
+
+async def retry_then_publish(messages: list[ModelMessage], info: AgentInfo, *, ledger: str, **_: object) -> ModelResponse:
+    """Calls ``flaky`` until it returns (it asks for a retry once), then ``publish`` (which needs
+    approval), then answers with what the tools returned."""
+    n = sum(1 for message in messages if message.kind == "response")
+    append_line(ledger, f"model {n}")
+    returns = _returns(messages)
+    if not any(r.startswith("flaky=flaky ok") for r in returns):  # (a retry comes back as a return too)
+        return ModelResponse(parts=[ToolCallPart("flaky", {"x": n}, tool_call_id=f"flaky-{n}")])
+    if not any(r.startswith("publish=") for r in returns):
+        return ModelResponse(parts=[ToolCallPart("publish", {"text": "post"}, tool_call_id="publish-1")])
+    return ModelResponse(parts=[TextPart("done: " + "; ".join(returns))])
+
+
+def build_approval_agent(ledger: Path, *, name: str = "publisher") -> Agent[str, str | DeferredToolRequests]:
+    """An agent whose ``flaky`` tool asks for one retry and whose ``publish`` tool needs approval."""
+    function = functools.partial(retry_then_publish, ledger=str(ledger))
+    agent: Agent[str, str | DeferredToolRequests] = Agent(
+        FunctionModel(function), deps_type=str, name=name, output_type=[str, DeferredToolRequests])
+
+    @agent.tool
+    def flaky(ctx: RunContext[str], x: int) -> str:
+        """Fails the first time it runs."""
+        first = not any(line.startswith("tool flaky") for line in ledger_lines(Path(ctx.deps)))
+        append_line(ctx.deps, f"tool flaky {x}")
+        if first:
+            raise ModelRetry("try again")
+        return f"flaky ok {x}"
+
+    @agent.tool(requires_approval=True)
+    def publish(ctx: RunContext[str], text: str) -> str:
+        """Publishes (a side effect a person approves)."""
+        append_line(ctx.deps, f"tool publish {text}")
+        return f"published {text}"
+
+    return agent
