@@ -141,3 +141,27 @@ def build_approval_agent(ledger: Path, *, name: str = "publisher") -> Agent[str,
         return f"published {text}"
 
     return agent
+
+
+async def held_talk(messages: list[ModelMessage], info: AgentInfo, *, ledger: str, release: str = "",
+                    **_: object) -> ModelResponse:
+    """Two requests per conversation, each logged ``start``/``end`` with its conversation's
+    prompt; every request waits for the release file first (the test saturates the cap)."""
+    n = sum(1 for message in messages if message.kind == "response")
+    prompt = str(messages[0].parts[0].content)  # type: ignore[union-attr]  # the first request holds the user prompt
+    append_line(ledger, f"start {prompt} {n}")
+    while not os.path.exists(release):
+        await asyncio.sleep(0.02)
+    append_line(ledger, f"end {prompt} {n}")
+    if n == 0:
+        return ModelResponse(parts=[ToolCallPart("add", {"a": 1, "b": 1}, tool_call_id=f"{prompt}-add")])
+    return ModelResponse(parts=[TextPart(f"{prompt} done")])
+
+
+def most_in_flight(lines: list[str]) -> int:
+    """The most requests between their ``start`` and ``end`` lines at once, over the ledger."""
+    now = peak = 0
+    for line in lines:
+        now += 1 if line.startswith("start ") else -1 if line.startswith("end ") else 0
+        peak = max(peak, now)
+    return peak
