@@ -28,6 +28,7 @@ import ray.cloudpickle
 
 from actors._pickling import pickled
 from actors.agents.managed import AgentConfig
+from cluster.connect import ensure_connected
 from coordinators import ContextSnapshot, Coordinator, CoordinatorResult
 
 __all__ = ["CoordinatorActor", "create_coordinator_actor", "create_coordinator_host", "coordinator_config",
@@ -84,6 +85,7 @@ _AHEAD: contextvars.ContextVar[_StartedAhead | None] = contextvars.ContextVar(
 
 
 def _start(coordinators: Mapping[str, Coordinator]) -> Any:
+    ensure_connected()  # soloist's embedded Ray when nothing is connected, as an Orchestrator starts it
     return _RemoteCoordinator.options(num_cpus=0, scheduling_strategy="SPREAD").remote(dict(coordinators))
 
 

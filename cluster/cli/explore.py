@@ -86,14 +86,15 @@ async def explore(
         coordinators = {c.name: c for c in llm_coordinators()}
     else:
         coordinators = {c.name: c for c in default_coordinators()}
-    orch = Orchestrator(AgentState(), caller=caller, name=name, store=store,
-                        durability=durability, max_parallel=max_parallel)
     # What the run will wait for starts now, side by side, instead of one after another on its
-    # path: the coordinators' actors, the code skills' pool and the run's semaphore scope (each
-    # a process to start on a fresh cluster), while the run makes its first writes. (After the
-    # orchestrator, whose host the very first write needs, and which has its records follow
-    # the replicas this process creates.)
+    # path: the coordinators' actor (before the orchestrator: it needs nothing of the run, and
+    # its process starts while the orchestrator's host starts or answers), then the code
+    # skills' pool and the run's semaphore scope (each a process to start on a fresh cluster),
+    # while the run makes its first writes. (The pool after the orchestrator, whose host the
+    # very first write needs, and which has its records follow the replicas this process creates.)
     with coordinators_started_ahead(coordinators.values()):
+        orch = Orchestrator(AgentState(), caller=caller, name=name, store=store,
+                            durability=durability, max_parallel=max_parallel)
         pools = asyncio.get_running_loop().run_in_executor(None, _start_pools, caller)
         joined = asyncio.ensure_future(orch.join_semaphore())  # the run's first handoff joins it anyway
         try:

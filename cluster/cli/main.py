@@ -180,6 +180,8 @@ def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         if address is None and not os.environ.get("RAY_ADDRESS"):
             record = None if was_connected else joinable()
             address, how = (record.address, "soloist up") if record is not None else (None, "embedded")
+        if how == "soloist up":
+            _keep_warm_on_up_cluster()
         # the current directory may be the (untrusted) repository explored: keep it off workers' path
         info = connect(address, code_from_cwd=False)
         startup = time.perf_counter() - started
@@ -211,6 +213,20 @@ def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         else:
             render_report(out, run)
     return report_waiting(run.outcome, run.run, args.store, err)
+
+
+#: On a cluster ``soloist up`` started, what a run starts stays up this long after the run
+#: (unless the variables say otherwise): its run host and the code skills' kept replica. A
+#: run that comes later then finds them, instead of starting their processes (a second of a
+#: core each) on its path; they retire after that as they would anywhere.
+_UP_CLUSTER_KEEP_S = "600"
+
+
+def _keep_warm_on_up_cluster() -> None:
+    """Keep the run hosts and kept replicas this process starts for ``_UP_CLUSTER_KEEP_S``:
+    ``SOLOIST_HOST_RETIRE_S`` and ``SOLOIST_REPLICA_KEEP_S`` when they are not set."""
+    for variable in ("SOLOIST_HOST_RETIRE_S", "SOLOIST_REPLICA_KEEP_S"):
+        os.environ.setdefault(variable, _UP_CLUSTER_KEEP_S)
 
 
 def _cmd_status(args: argparse.Namespace, out: Console, err: Console) -> int:
