@@ -11,20 +11,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import secrets
 import threading
 import time
-import uuid
-from collections.abc import AsyncGenerator, Iterable, Iterator
+from collections.abc import AsyncGenerator, Iterable
 from typing import Any, Callable, Generic, TypeVar, cast
 
 import ray
 from pydantic import BaseModel
 
 from actors import telemetry
-from actors._pickle_check import explain_unpicklable
-from actors.exceptions import NotPicklable, OrchestratorClosed, OrchestratorNotFound, WriteRefused
-from actors.interrupts import RunStatus
+from actors.agents.managed import AgentConfig, AgentKind, Lifecycle
+from actors.callers.protocol import ToolCaller
+from actors.exceptions import OrchestratorClosed, WriteRefused
 from actors.handoffs._permits import release_idle_permits
 from actors.handoffs.pools import track, untrack
 from actors.handoffs.settings import (
@@ -33,7 +31,10 @@ from actors.handoffs.settings import (
     HandoffSettings,
     effective_max_parallel,
 )
+from actors.interrupts import RunStatus
 from actors.orchestrator._arguments import checked_transitions, request_id_of
+from actors.orchestrator._building import Found, check_max_parallel, find_run, live_runs, new_run_spec, owner_job, starting
+from actors.orchestrator._calls import call_writer, send, wait_ready
 from actors.orchestrator._commands import (
     AgentChanged,
     AgentCreated,
@@ -55,29 +56,13 @@ from actors.orchestrator._commands import (
     Statistics,
     Version,
 )
-from actors.orchestrator._json_clean import json_round_trip
-from actors.orchestrator._launch import (
-    actor_name,
-    store_location,
-    live_run_names,
-    lookup_live,
-    prepare_store,
-    start_actor,
-    stored_owner,
-    translate_creation_error,
-    writer_elsewhere,
-)
-from actors.orchestrator._placement import HostedActor, hosted_handle, open_hosted, open_hosted_async, reloadable_handle
-from actors.orchestrator.hosts import hosted_runs
-from actors.orchestrator._reload import Reload
-from actors.orchestrator._recovery import stored_run_spec
+from actors.orchestrator._launch import actor_name, start_actor
+from actors.orchestrator._placement import HostedActor, open_hosted, open_hosted_async
 from actors.orchestrator.changes import Change
-from actors.agents.managed import AgentConfig, AgentKind, Lifecycle
-from actors.callers.protocol import ToolCaller
-from actors.orchestrator.spec import DEFAULT_KEEP_VERSIONS, OrchestratorStatistics, RunDescription, RunSpec
-from cluster.connect import current_job_id, ensure_connected, wait_ref
+from actors.orchestrator.spec import DEFAULT_KEEP_VERSIONS, OrchestratorStatistics, RunDescription
+from cluster.connect import ensure_connected, wait_ref
 from cluster.semaphore import ClusterSemaphore
-from cluster.storage import Store, check_durability
+from cluster.storage import Store
 from coordinators import ContextSnapshot, StateTransition, TransitionBatch
 
 __all__ = ["Orchestrator", "DEFAULT_MAX_PARALLEL", "HARD_MAX_PARALLEL", "actor_name"]
@@ -86,116 +71,7 @@ S = TypeVar("S", bound=BaseModel)
 R = TypeVar("R")
 
 _POLL_SECONDS = 10.0
-_UNAVAILABLE_RETRY_SECONDS = 120.0
 _CAP_READ_SECONDS = 2.0  # a parallel handoff never waits longer than this on a restarting actor
-
-
-def _check_state(initial: Any) -> None:
-    if not isinstance(initial, BaseModel):
-        raise TypeError(
-            f"Orchestrator(initial=...) takes a pydantic model instance (e.g. AgentState()), got {type(initial).__name__}"
-        )
-    try:
-        json_round_trip(initial)  # also refuses nan/inf, which pydantic would silently store as null
-    except Exception as exc:
-        raise TypeError(
-            f"Orchestrator state {type(initial).__name__} must round-trip through JSON (it is journalled and shipped "
-            f"between processes): {exc}"
-        ) from exc
-
-
-def _check_max_parallel(n: Any) -> int:
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise TypeError(f"max_parallel must be an int, got {type(n).__name__}")
-    return n
-
-
-def _explain_pickling_failure(exc: BaseException, *, initial: BaseModel, caller: Any) -> None:
-    """Raise ``NotPicklable`` naming what cannot travel to the orchestrator actor, if that is
-    why starting it failed; return (and let ``exc`` propagate) otherwise."""
-    for value, role in ((initial, "the initial state"), (caller, "the caller")):
-        if value is None:
-            continue
-        message = explain_unpicklable(value, role)
-        if message is not None:
-            raise NotPicklable(message) from exc
-
-
-def _new_run_spec(
-    initial: BaseModel,
-    *,
-    caller: ToolCaller | None,
-    name: str | None,
-    store: str | Store | None,
-    durability: str,
-    max_parallel: int,
-    semaphore_scope: str | None,
-    checkpoint_every: int,
-    keep_versions: int | None,
-    keep_days: float | None,
-    dedicated: bool,
-    unload_after_s: float | None,
-    metadata: dict[str, Any] | None,
-) -> RunSpec:
-    """Check a new run's arguments (``ValueError``/``TypeError`` naming the bad one) and build
-    its spec; connects to Ray first when nothing is connected."""
-    _check_state(initial)
-    if not isinstance(dedicated, bool):
-        raise TypeError(f"dedicated must be True or False, got {dedicated!r}")
-    if unload_after_s is not None and (isinstance(unload_after_s, bool) or not isinstance(unload_after_s, (int, float))
-                                       or not unload_after_s > 0):
-        raise ValueError(f"unload_after_s must be a number of seconds > 0 or None (the host's default), got {unload_after_s!r}")
-    check_durability(durability)
-    if name is not None and (not isinstance(name, str) or not name.strip()):
-        raise ValueError(f"name must be a non-empty string or None, got {name!r}")
-    if semaphore_scope is not None and (not isinstance(semaphore_scope, str) or not semaphore_scope.strip()):
-        raise ValueError(f"semaphore_scope must be a non-empty string or None, got {semaphore_scope!r}")
-    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int) or checkpoint_every < 0:
-        raise ValueError(f"checkpoint_every must be an int >= 0 (0 disables checkpoints), got {checkpoint_every!r}")
-    _check_max_parallel(max_parallel)
-    _check_retention(keep_versions, keep_days)
-    if caller is not None and not callable(getattr(caller, "call_tool", None)):
-        raise TypeError(f"caller must implement the ToolCaller protocol (async call_tool(name, arguments)), got {type(caller).__name__}")
-    ensure_connected()
-    run_name = name or f"run-{uuid.uuid4().hex[:12]}"
-    # A hosted run's store is opened (and checked) by its host, which holds it open for
-    # every run of that file; a dedicated actor's is checked here first.
-    store_spec = prepare_store(store, run_name, durability, creating=True) if dedicated else store_location(store)
-    return RunSpec(
-        name=run_name,
-        named=name is not None,
-        token=secrets.token_urlsafe(32),
-        initial=initial,
-        store=store_spec,
-        durability=check_durability(durability),
-        max_parallel=max_parallel,
-        caller=caller,
-        # Not derived from the run's name: subagents get the scope, never the name.
-        semaphore_scope=semaphore_scope or f"orch-{secrets.token_hex(8)}",
-        checkpoint_every=checkpoint_every,
-        keep_versions=keep_versions,
-        keep_days=keep_days,
-        unload_after_s=unload_after_s,
-        metadata=metadata or {},
-    )
-
-
-def _owner_job(detached: bool) -> str | None:
-    """The job whose end closes a hosted run (None: a detached run outlives its driver)."""
-    return None if detached else current_job_id()
-
-
-@contextlib.contextmanager
-def _starting(spec: RunSpec) -> Iterator[None]:
-    """Around starting a run's actor: Ray's wrapping of a creation error unwrapped, and a
-    spec Ray could not pickle explained by naming the culprit."""
-    try:
-        yield
-    except ray.exceptions.RayTaskError as exc:
-        raise translate_creation_error(exc, spec.name) from None
-    except Exception as exc:  # Ray could not pickle the spec: name the culprit, or re-raise as is
-        _explain_pickling_failure(exc, initial=spec.initial, caller=spec.caller)
-        raise
 
 
 class Orchestrator(Generic[S]):
@@ -236,16 +112,16 @@ class Orchestrator(Generic[S]):
         unload_after_s: float | None = None,
         _metadata: dict[str, Any] | None = None,
     ) -> None:
-        spec = _new_run_spec(
+        spec = new_run_spec(
             initial, caller=caller, name=name, store=store, durability=durability, max_parallel=max_parallel,
             semaphore_scope=semaphore_scope, checkpoint_every=checkpoint_every, keep_versions=keep_versions,
             keep_days=keep_days, dedicated=dedicated, unload_after_s=unload_after_s, metadata=_metadata,
         )
-        with _starting(spec):
-            handle = start_actor(spec, detached=detached) if dedicated else open_hosted(spec, owner_job=_owner_job(detached))
+        with starting(spec):
+            handle = start_actor(spec, detached=detached) if dedicated else open_hosted(spec, owner_job=owner_job(detached))
         self._bind(handle, spec.described(), spec.token, durable=spec.store is not None)
         if dedicated:
-            self._wait_ready()
+            wait_ready(handle, spec.name)
         self._track_agents()
 
     @classmethod
@@ -280,9 +156,9 @@ class Orchestrator(Generic[S]):
         if not ray.is_initialized():
             await asyncio.to_thread(ensure_connected)  # an embedded Ray starts in seconds: not on the loop
         del kwargs["detached"]
-        spec = _new_run_spec(initial, metadata=None, **kwargs)
-        with _starting(spec):
-            handle = await open_hosted_async(spec, owner_job=_owner_job(detached))
+        spec = new_run_spec(initial, metadata=None, **kwargs)
+        with starting(spec):
+            handle = await open_hosted_async(spec, owner_job=owner_job(detached))
         self = cls.__new__(cls)
         self._bind(handle, spec.described(), spec.token, durable=spec.store is not None)
         self._track_agents()
@@ -338,12 +214,6 @@ class Orchestrator(Generic[S]):
         self._logger = _component_logger(logging.getLogger("soloist.orchestrator"), described.name)
         self._tracer = None
 
-    def _wait_ready(self) -> None:
-        try:
-            wait_ref(_send(self._actor, Version()))
-        except ray.exceptions.RayError as exc:
-            raise translate_creation_error(exc, self._name) from None
-
     @classmethod
     def attach(
         cls, name: str, *, store: Any = None, durability: str | None = None, token: str | None = None
@@ -363,35 +233,7 @@ class Orchestrator(Generic[S]):
         ``durability``: the run is reopened with the durability it was created with (it is
         stored with the run); a mode given here overrides it.
         """
-        if not isinstance(name, str) or not name.strip():
-            raise ValueError(f"attach() needs the run's name, got {name!r}")
-        if durability is not None:
-            check_durability(durability)
-        ensure_connected()
-        if store is not None:
-            stored_token, stored_durability = stored_owner(store, name)
-            token = token if token is not None else stored_token
-            durability = durability or stored_durability
-        durability = durability or "sync"  # a run not stored (yet): what it is opened with is moot
-        handle = lookup_live(name) or hosted_handle(name)
-        location = store_location(store)
-        if isinstance(handle, HostedActor) and isinstance(location, str):
-            # Whoever can open the run's store may bring it back after its host restarted.
-            handle = handle.with_reload(Reload(store=location, durability=durability))
-        if handle is None:
-            if store is None:
-                raise OrchestratorNotFound(
-                    f"no live orchestrator named {name!r}; pass store=... to restart it from its stored journal"
-                )
-            return cls._restart_from_store(name, store, durability, token)
-        try:
-            return cls._wrap(handle, name, token)
-        except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as exc:
-            if isinstance(exc, ray.exceptions.RayTaskError) and not isinstance(exc.cause, OrchestratorClosed):
-                raise
-            if store is None:  # the name still resolved to a run (its actor, or its host's slot) just closed
-                raise OrchestratorNotFound(f"orchestrator {name!r} is no longer running; pass store=... to restart it") from None
-            return cls._restart_from_store(name, store, durability, token)
+        return cls._from_found(find_run(name, store=store, durability=durability, token=token))
 
     @staticmethod
     def list_live() -> list[str]:
@@ -401,43 +243,13 @@ class Orchestrator(Generic[S]):
         ``Orchestrator.attach(name)``; a run may close between the two calls
         (``OrchestratorNotFound``).
         """
-        ensure_connected()
-        return sorted({*live_run_names(), *(record.name for _, record in hosted_runs() if record.named)})
+        return live_runs()
 
     @classmethod
-    def _wrap(cls, handle: Any, name: str, token: str | None) -> "Orchestrator[Any]":
-        described: RunDescription = wait_ref(_send(handle, Describe()))
-        self = cls._handle(handle, described.model_copy(update={"name": name}), token, durable=True)
-        self._stops_actor = False  # borrowed: the run belongs to the process that drives it
-        self._track_agents()
-        return self
-
-    @classmethod
-    def _restart_from_store(cls, name: str, store: str | Store, durability: str, token: str | None) -> "Orchestrator[Any]":
-        store_spec = prepare_store(store, name, durability, creating=False)
-        if isinstance(store_spec, str):
-            # Hosted: the run's first call on its host activates it from the store, reopening it
-            # if its owner closed it (this explicit attach only: the handle's own Reload, which
-            # its copies carry, never brings a closed run back).
-            reopening = reloadable_handle(name, Reload(store=store_spec, durability=durability, reopen=True))
-            hosted = reloadable_handle(name, Reload(store=store_spec, durability=durability))
-            try:
-                described = wait_ref(reopening.send(Describe()))
-            except ray.exceptions.RayTaskError as exc:
-                raise translate_creation_error(exc, name) from None
-            self = cls._handle(hosted, described.model_copy(update={"name": name}), token, durable=True)
-            self._track_agents()
-            return self
-        spec = stored_run_spec(store_spec, name, durability, reopen=True)
-        handle = start_actor(spec, detached=False)
-        self = cls._handle(handle, spec.described(), spec.token, durable=True)
-        try:
-            self._wait_ready()
-        except RuntimeError:
-            elsewhere = writer_elsewhere(store_spec, name)  # another process writes the run: say which
-            if elsewhere is not None:
-                raise elsewhere from None
-            raise
+    def _from_found(cls, found: Found) -> "Orchestrator[Any]":
+        """A handle of the run ``attach`` found (see ``_building.find_run``)."""
+        self = cls._handle(found.actor, found.described, found.token, durable=True)
+        self._stops_actor = not found.borrowed  # borrowed: the run belongs to the process that drives it
         self._track_agents()
         return self
 
@@ -560,7 +372,7 @@ class Orchestrator(Generic[S]):
     async def refresh_max_parallel(self) -> int:
         """Read the run's cap from the actor (another process may have changed it)."""
         try:
-            self._max_parallel = await asyncio.wait_for(_send(self._actor, MaxParallel()), _CAP_READ_SECONDS)
+            self._max_parallel = await asyncio.wait_for(send(self._actor, MaxParallel()), _CAP_READ_SECONDS)
         except (ray.exceptions.RayError, asyncio.TimeoutError):
             pass  # restarting or gone: keep the cached cap; the cluster semaphore still caps at 4
         return self.max_parallel
@@ -690,10 +502,10 @@ class Orchestrator(Generic[S]):
         ``n <= 0`` means the default (4); ``n > 4`` is clamped to 4, with a warning logged on
         every parallel handoff that uses it. Read when a parallel handoff starts.
         """
-        _check_max_parallel(n)
+        check_max_parallel(n)
         token = self._require_owner("set_max_parallel()")
         # Waits for the actor, so every handle in every process sees the new cap from now on.
-        wait_ref(_send(self._actor, SetMaxParallel(token, n)), timeout=60)
+        wait_ref(send(self._actor, SetMaxParallel(token, n)), timeout=60)
         self._max_parallel = n
 
     def set_logger(self, logger: logging.Logger | None) -> None:
@@ -755,52 +567,13 @@ class Orchestrator(Generic[S]):
         return self._token
 
     async def _call(self, command: Command[R]) -> R:
-        """Run ``command`` on the run's writer; actor-side errors arrive as their own type, a restart is retried."""
-        deadline = asyncio.get_running_loop().time() + _UNAVAILABLE_RETRY_SECONDS
-        delay = 0.05
-        while True:
-            try:
-                if isinstance(self._actor, HostedActor):
-                    return await self._actor.call(command)
-                return await self._actor.serve.remote(command)
-            except ray.exceptions.RayTaskError as exc:
-                cause = exc.cause if isinstance(exc.cause, BaseException) else None
-                if cause is None:
-                    raise
-                raise cause from None
-            except ray.exceptions.ActorUnavailableError:
-                # Restarting: writes carry request ids, so resending is exactly-once.
-                if not self._durable or asyncio.get_running_loop().time() > deadline:
-                    raise
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
-            except ray.exceptions.ActorDiedError as exc:
-                if isinstance(self._actor, HostedActor) and asyncio.get_running_loop().time() < deadline:
-                    # The host ended (it retired, or its node was lost): the same name gives
-                    # a new one, which activates a durable run from its store.
-                    self._actor.forget_host()
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, 1.0)
-                    continue
-                raise OrchestratorClosed(f"orchestrator {self._name!r} is not running: {exc.error_msg if hasattr(exc, 'error_msg') else exc}") from exc
-
-
-def _send(actor: Any, command: Command[Any]) -> Any:
-    """``command`` to the run's writer (a hosted run's, or its dedicated actor's
-    ``OrchestratorActor.serve``) as one Ray call, not awaited: an ``ObjectRef``."""
-    return actor.send(command) if isinstance(actor, HostedActor) else actor.serve.remote(command)
+        """Run ``command`` on the run's writer (see ``_calls.call_writer``)."""
+        return await call_writer(self._actor, command, durable=self._durable, name=self._name)
 
 
 def _check_version(what: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"{what} must be a version (an int >= 0), got {value!r}")
-
-
-def _check_retention(keep_versions: Any, keep_days: Any) -> None:
-    if keep_versions is not None and (isinstance(keep_versions, bool) or not isinstance(keep_versions, int) or keep_versions < 1):
-        raise ValueError(f"keep_versions must be an int >= 1 or None (keep every version), got {keep_versions!r}")
-    if keep_days is not None and (isinstance(keep_days, bool) or not isinstance(keep_days, (int, float)) or not keep_days > 0):
-        raise ValueError(f"keep_days must be a number > 0 or None (no age limit), got {keep_days!r}")
 
 
 class _ComponentLogger(logging.LoggerAdapter[logging.Logger]):

@@ -45,6 +45,21 @@ def test_memory_store_satisfies_the_store_protocol_and_has_no_path() -> None:
     assert store.statistics().durability is None
 
 
+def test_every_store_declares_its_writer_claims_and_a_memory_store_has_the_defaults(store: Store) -> None:
+    # The writer calls these on every store (no probing for the capability): a store shared by
+    # processes claims and fences; a memory store, in one process, has nothing to claim or fence.
+    assert isinstance(store, Store)
+    store.claim_writer("run", holder={"test": "claims"}, timeout=0.1)
+    store.check_writer("run")
+    activating = store.activate_async("run", holder={"test": "claims"})
+    if isinstance(store, MemoryStore):
+        assert activating is None
+    else:
+        assert activating is not None and activating.result() == 1
+    store.deactivate("run")
+    store.release_writer("run")
+
+
 def test_runs_round_trip(store: Store) -> None:
     store.create_run(info("a"), {"x": [1]})
     assert store.get_run("a") == info("a").model_copy(update={"created_at": store.get_run("a").created_at})  # type: ignore[union-attr]
