@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from actors.handoffs.settings import HandoffSettings, HandoffTarget
 from actors.orchestrator.facade import Orchestrator
+from coordinators import AgentState
 
 __all__ = ["AgentJournal", "StepRecord", "RunSteps", "current_steps", "run_steps"]
 
@@ -41,8 +42,12 @@ class StepRecord(BaseModel):
     data: Any = None
 
 
-class AgentJournal(BaseModel):
-    """The state of a run that hosts pydantic-ai agent runs: their steps, by agent run."""
+class AgentJournal(AgentState):
+    """The state of a run that hosts pydantic-ai agent runs: their steps, by agent run.
+
+    An ``AgentState`` (empty but for the run record), so that a tool call waiting for approval
+    is an interrupt of the run, read and answered as every run's are (``soloist approve``).
+    """
 
     runs: dict[str, list[StepRecord]] = Field(default_factory=dict)
     """Committed steps of each agent run, in commit order, keyed ``<agent name>/<run id>``."""

@@ -25,11 +25,13 @@ from pydantic_ai.agent import AbstractAgent, AgentRun, WrapperAgent
 from pydantic_ai.models import Model, infer_model
 from pydantic_ai.output import OutputDataT
 from pydantic_ai.tools import AgentDepsT
+from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 from pydantic_ai.toolsets import AbstractToolset
 
 from actors._pickle_check import explain_unpicklable
 from actors.exceptions import NotPicklable, OrchestratorNotFound
 from actors.orchestrator.facade import DEFAULT_MAX_PARALLEL, Orchestrator
+from actors.pydantic_ai._approvals import answers, open_approvals
 from actors.pydantic_ai._journal import AgentJournal, RunSteps, run_steps
 from actors.pydantic_ai._model import MODEL_SKILL_PREFIX, ModelSource, SoloistModel, model_registry
 from actors.pydantic_ai._toolset import journalled
@@ -162,6 +164,22 @@ class SoloistAgent(WrapperAgent[AgentDepsT, OutputDataT]):
                                        checkpoint_every=self._checkpoint_every)
         return orch, True
 
+    async def deferred_tool_results(self, run_id: str) -> DeferredToolResults | None:
+        """The answers to the approvals the run ``run_id`` waits for, as pydantic-ai takes them
+        (``agent.run(..., message_history=..., deferred_tool_results=...)``); None while one is
+        still open. A run that ended with ``DeferredToolRequests`` opened an interrupt per call
+        that needs approval: answer it with ``soloist approve``, the runs page or
+        ``actors.answer_interrupt``, from any process."""
+        if self._orchestrator is not None:
+            state = await self._orchestrator.snapshot()
+        else:
+            orch = await asyncio.to_thread(Orchestrator.attach, self.run_name(run_id), store=self._store)
+            try:
+                state = await orch.snapshot()
+            finally:
+                await orch.close()
+        return answers(state, self._name, run_id)
+
     async def _steps(self, orch: Orchestrator[Any], run_id: str) -> RunSteps:
         state = await orch.snapshot()
         if not isinstance(state, AgentJournal):
@@ -190,6 +208,8 @@ class SoloistAgent(WrapperAgent[AgentDepsT, OutputDataT]):
             with run_steps(steps), super().override(model=self._model, toolsets=toolsets, tools=[]):
                 async with super().iter(user_prompt, run_id=run_id, **kwargs) as agent_run:
                     yield agent_run
+            if agent_run.result is not None and isinstance(agent_run.result.output, DeferredToolRequests):
+                await open_approvals(orch, self._name, run_id, agent_run.result.output)
             _log.info("agent run %s: %d step(s) answered from the journal, %d run", steps.run_key, steps.replayed,
                       steps.sent, extra={"component": "pydantic_ai", "run": orch.name})
         finally:
