@@ -35,6 +35,7 @@ from actors import telemetry
 from actors.agents.registry import AgentRegistry
 from actors.exceptions import HistoryCompacted, OrchestratorClosed, VersionConflict, WriteRefused
 from actors.handoffs.pools import recreate_replica
+from actors.orchestrator._activation import Activation, Stage
 from actors.orchestrator._change_log import ChangeLog
 from actors.orchestrator._inbox import inbox_of
 from actors.orchestrator._history import read_history, retention_floor, state_at
@@ -116,7 +117,7 @@ class OrchestratorActor:
         self._log_of_changes = ChangeLog(spec.display_name)
         self._context_cache: tuple[int, ContextSnapshot] | None = None
         self._max_parallel_requested = spec.max_parallel
-        self._closed = False
+        self._activation = Activation(spec.display_name)  # its lifecycle: see _activation
         self._checkpoint_task: asyncio.Task[None] | None = None
         self._last_checkpoint = 0
         # Checkpoints this activation knows are stored (the one it was restored from on; the
@@ -144,6 +145,7 @@ class OrchestratorActor:
                         )
                     new_run = stored is None
                 self._claim_run(self._store)
+                self._activation.enter("claimed")
                 if self._activating is not None and not new_run:
                     # A stored run is read only once this activation's epoch is committed:
                     # from then on the writer it supersedes (a host presumed dead but still
@@ -153,9 +155,13 @@ class OrchestratorActor:
                     # and hit JournalGap on its first write. A new run has nothing to read:
                     # its epoch and its creation share one commit.
                     self._epoch = self._activating.result()
+                    self._activation.enter("fenced")
                 version, state, requests, changes, checkpoint_version = restore_or_create(
                     self._store, spec, restarted=None if hosting is None else not hosting.creating, new=new_run)
-                self._epoch = self._activating.result() if self._activating is not None else None
+                self._activation.enter("replayed")
+                if self._activating is not None and self._epoch is None:  # a new run: fenced by its creation's commit
+                    self._epoch = self._activating.result()
+                    self._activation.enter("fenced")
             except BaseException:
                 if self._activating is not None:
                     concurrent.futures.wait([self._activating])  # settled before the run is let go
@@ -194,9 +200,25 @@ class OrchestratorActor:
         self._settling: set[asyncio.Task[None]] = set()  # batch-mode acknowledgements in flight
         if self._restarted:
             self._log.warning("orchestrator restarted; resumed at version %d", self._committed[0])
+        self._activation.enter("serving")
         telemetry.actor_started(spec.display_name, self._committed[0])
         if hosting is None:  # a process of its own (on a host, the host froze its start-up)
             freeze_startup_objects()
+
+    @property
+    def stage(self) -> Stage | None:
+        """Where this activation is in its lifecycle (see ``_activation``)."""
+        return self._activation.stage
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        """Every stage this activation entered, in order."""
+        return tuple(self._activation.path)
+
+    @property
+    def _closed(self) -> bool:
+        """Writes are refused from now on (unloading or closed)."""
+        return self._activation.stopped
 
     async def serve(self, command: WriterCommand[R]) -> R:
         """A dedicated actor's one entry point for its handles: ``command`` run on this writer."""
@@ -475,6 +497,8 @@ class OrchestratorActor:
         if self._closed:
             return
         async with self._write_lock:
+            if self._closed:  # unloaded or closed while this call waited for the lock
+                return
             await self._agents.close_all()  # recorded (and published) while the store is open
             if self._store is not None:
                 # Closed by its owner: no copy of a handle brings it back, only an explicit
@@ -505,21 +529,25 @@ class OrchestratorActor:
     async def _stop_writing(self) -> None:
         """Under the write lock: refuse writes from now on, end the change log, checkpoint the
         last version and let the store go (closing and unloading alike)."""
-        self._closed = True
+        self._activation.enter("unloading")
         self._log_of_changes.close()
         if self._checkpoint_task is not None:
             await self._checkpoint_task
         store = self._store
-        if store is not None:
-            try:
-                await self._run_io(lambda: self._final_checkpoint(store))
-            finally:
-                await self._run_io(self._let_store_go)
+        try:
+            if store is not None:
+                try:
+                    await self._run_io(lambda: self._final_checkpoint(store))
+                finally:
+                    await self._run_io(self._let_store_go)
+        finally:
+            self._activation.enter("closed")
 
     async def abandon(self) -> None:
         """Stop at once without writing (a newer activation superseded this one: a checkpoint
         would be refused too). The run's state stays in the store, as the newer one wrote it."""
-        self._closed = True
+        if self._activation.stage != "closed":  # a close or unload that was refused has ended it already
+            self._activation.enter("closed")
         self._log_of_changes.close()
         self._log.warning("superseded by a newer activation of the run; this one stops")
         await self._run_io(self._let_store_go)

@@ -25,6 +25,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from actors.callers.protocol import ToolCaller
+from actors.orchestrator._activation import Stage
 from actors.orchestrator._actor import Hosting, OrchestratorActor
 from actors.orchestrator._arguments import checked_transitions, request_id_of
 from actors.orchestrator._recovery import stored_run_spec
@@ -105,6 +106,18 @@ class RunCore(Generic[S]):
     def name(self) -> str:
         return self._writer._name
 
+    @property
+    def stage(self) -> Stage | None:
+        """Where this activation of the run is: ``claimed``, ``fenced``, ``replayed``,
+        ``serving``, ``unloading`` or ``closed`` (a new ``RunCore`` is ``serving``)."""
+        return self._writer.stage
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        """The stages this activation went through, in order: a stored run is fenced before it
+        is replayed; a new one is created (replayed) in the commit of its epoch."""
+        return self._writer.stages
+
     # ------------------------------------------------------------------ reads
 
     async def version(self) -> int:
@@ -149,9 +162,11 @@ class RunCore(Generic[S]):
         try:
             await self._writer.close(self._token)
         except WriterFenced as exc:
-            # A newer activation took the run over: it is that writer's now, and this one has
-            # stopped (its final checkpoint was refused, as every write of it is).
+            # A newer activation took the run over: it is that writer's now, and this one stops
+            # without writing (its close was refused, as every write of it is), as a host stops
+            # a superseded activation.
             _log.warning("closed without a final checkpoint: %s", exc)
+            await self._writer.abandon()
         finally:
             self._release()
 

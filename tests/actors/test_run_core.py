@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from actors import RunCore
-from cluster.storage import SqliteStore, WriterFenced
+from actors import OrchestratorClosed, RunCore
+from cluster.storage import MemoryStore, SqliteStore, WriterFenced
 from coordinators import AgentState, TransitionBatch
 
 
@@ -109,3 +109,52 @@ def test_resuming_a_run_the_store_does_not_hold_is_a_lookup_error_naming_it(tmp_
     SqliteStore(store).close()
     with pytest.raises(LookupError, match="no stored run named 'absent'"):
         RunCore.resume("absent", store=store)
+
+
+# -- the activation's lifecycle ----------------------------------------------------------
+
+
+async def test_a_new_run_is_claimed_created_in_its_epochs_commit_then_serves_and_closes(tmp_path: Path):
+    core = RunCore(Counter(), name="lifecycle-new", store=tmp_path / "runs.sqlite")
+    assert core.stages == ("claimed", "replayed", "fenced", "serving") and core.stage == "serving"
+    await core.apply(_bump)
+    await core.close()
+    assert core.stage == "closed" and core.stages[-2:] == ("unloading", "closed")
+
+
+async def test_a_stored_run_is_fenced_before_it_is_replayed(tmp_path: Path):
+    store = tmp_path / "runs.sqlite"
+    async with RunCore(Counter(), name="lifecycle-stored", store=store) as core:
+        await core.apply(_bump)
+    async with RunCore.resume("lifecycle-stored", store=store) as again:
+        assert again.stages == ("claimed", "fenced", "replayed", "serving")
+        assert await again.version() == 1
+
+
+async def test_a_run_without_a_store_serves_at_once_and_a_memory_store_is_never_fenced():
+    async with RunCore(Counter()) as bare:
+        assert bare.stages == ("serving",)
+    async with RunCore(Counter(), store=MemoryStore()) as in_memory:
+        assert in_memory.stages == ("claimed", "replayed", "serving")
+
+
+async def test_a_superseded_activation_closes_without_writing_and_the_newer_one_serves(tmp_path: Path):
+    store = tmp_path / "runs.sqlite"
+    old = RunCore(Counter(), name="lifecycle-fenced", store=store)
+    await old.apply(_bump)
+    new = RunCore.resume("lifecycle-fenced", store=store)
+    try:
+        with pytest.raises(WriterFenced):
+            await old.apply(_bump)
+        await old.close()  # its final checkpoint is refused: it stops all the same
+        assert old.stage == "closed" and new.stage == "serving"
+        assert await new.apply(_bump) == 2
+    finally:
+        await new.close()
+
+
+async def test_a_closed_activation_refuses_writes(tmp_path: Path):
+    core = RunCore(Counter(), name="lifecycle-closed", store=tmp_path / "runs.sqlite")
+    await core.close()
+    with pytest.raises(OrchestratorClosed):
+        await core.apply(_bump)
