@@ -110,6 +110,7 @@ EXPORTS: dict[str, dict[str, list[str]]] = {
             "ClusterSemaphore", "Lease", "SemaphoreStatistics", "HARD_MAX_PERMITS", "LeaseTable"],
         "the few service actors that hold every scope's table, and their report": ["SERVICE_COUNT", "ServiceStatistics"],
         "the answer an actor holding guarded leases gives the semaphore's probe": ["held_by_this_process"],
+        "the answer an owner of guarded leases gives a restarted semaphore service": ["renew_held_leases"],
     },
     "cluster.metrics": {
         "recording and serving the fixed metric names": [

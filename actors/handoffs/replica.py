@@ -53,7 +53,7 @@ from cluster import metrics
 from cluster.connect import SOLOIST_NAMESPACE, actor_was_restarted
 from cluster.exceptions import SemaphoreUnavailable
 from cluster.heap import freeze_startup_objects
-from cluster.semaphore import held_by_this_process
+from cluster.semaphore import held_by_this_process, renew_held_leases
 
 __all__ = [
     "SubagentActor", "HandoffRequest", "SubagentReply", "RequestWire", "ReplyWire", "interruptible",
@@ -428,6 +428,11 @@ class SubagentActor:
     async def holds_leases(self, lease_ids: list[str]) -> list[bool]:
         """The semaphore's probe: which of these leases this process still holds."""
         return held_by_this_process(lease_ids)
+
+    async def renew_leases(self) -> bool:
+        """A restarted semaphore service's question: renew every lease this process holds, now
+        (True once every service answered). It grants nothing until this owner answered."""
+        return await asyncio.to_thread(renew_held_leases)
 
     async def node_id(self) -> str:
         self._watch_idle()

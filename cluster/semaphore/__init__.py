@@ -6,6 +6,7 @@ them holds a scope (``_placement``), the per-process heartbeat (``_heartbeat``) 
 facade (``client``).
 """
 
+from cluster.semaphore._heartbeat import renew_held_leases
 from cluster.semaphore._lease_table import LeaseTable
 from cluster.semaphore._placement import SERVICE_COUNT
 from cluster.semaphore.client import (
@@ -19,5 +20,5 @@ from cluster.semaphore.client import (
 
 __all__ = [
     "ClusterSemaphore", "Lease", "SemaphoreStatistics", "ServiceStatistics", "HARD_MAX_PERMITS", "SERVICE_COUNT",
-    "LeaseTable", "held_by_this_process",
+    "LeaseTable", "held_by_this_process", "renew_held_leases",
 ]

@@ -22,7 +22,8 @@ from cluster.process import Table, process_registry
 from cluster.semaphore._models import Lease
 from cluster.semaphore._scope import ScopeKey
 
-__all__ = ["Heartbeat", "heartbeat_for", "heartbeats_of", "held_by_this_process", "actor_gone", "note_acquiring", "done_acquiring"]
+__all__ = ["Heartbeat", "heartbeat_for", "heartbeats_of", "held_by_this_process", "actor_gone", "note_acquiring", "done_acquiring",
+           "renew_held_leases"]
 
 logger = logging.getLogger(__name__)
 _LOG_EXTRA = {"component": "cluster-semaphore"}
@@ -140,41 +141,58 @@ class Heartbeat:
         while self._pause(wait):
             with self._lock:
                 interval = self._interval()
-                wait = interval / 4  # after a failed renewal, try again soon
                 if not self._leases:
                     self._thread = None
                     return
-                batch = list(self._leases.values())
-                live = {lease.scope for lease in batch}
-                self._keys = {scope: key for scope, key in self._keys.items() if scope in live}
-                keys = dict(self._keys)
-                owner = self._owner
-            by_scope: dict[str, list[Lease]] = {}
-            for lease in batch:
-                by_scope.setdefault(lease.scope, []).append(lease)
-            renewals = [
-                (keys[scope], [(x.lease_id, x.holder, x.limit, x.generation, x.guarded) for x in leases])
-                for scope, leases in by_scope.items()
-            ]
-            sent = time.monotonic()
-            try:
-                answers: list[list[bool]] = wait_ref(self._handle.renew.remote(renewals, owner), timeout=interval)
-            except GetTimeoutError:
-                logger.warning("semaphore service %s: lease renewal took longer than %.2fs; retrying",
-                               self._name, interval, extra=_LOG_EXTRA)
-                continue
-            except RayActorError:
-                if actor_gone(self._name, self._actor_id):
-                    logger.error("semaphore service %s: actor is gone; %d leases of this process dropped",
-                                 self._name, len(batch), exc_info=True, extra=_LOG_EXTRA)
-                    self._forget_self()
-                    return
-                logger.info("semaphore service %s: actor unreachable (restarting?); will renew again",
-                            self._name, exc_info=True, extra=_LOG_EXTRA)
-                continue
-            wait = interval
-            for (key, _), leases, results in zip(renewals, by_scope.values(), answers):
-                self._reconcile(key, leases, results, sent)
+            outcome = self._renew_once(interval)
+            if outcome is None:
+                return
+            wait = interval if outcome else interval / 4  # after a failed renewal, try again soon
+
+    def renew_now(self) -> bool:
+        """Renew every lease held now, at once, and return once the service answered (True),
+        or False when it could not be reached in time (see ``renew_held_leases``)."""
+        with self._lock:
+            interval = self._interval()
+        return bool(self._renew_once(interval))
+
+    def _renew_once(self, interval: float) -> bool | None:
+        """One renewal of every lease held: True when the service answered, False to try
+        again soon, None when the service is gone for good (the leases are dropped)."""
+        with self._lock:
+            batch = list(self._leases.values())
+            if not batch:
+                return True
+            live = {lease.scope for lease in batch}
+            self._keys = {scope: key for scope, key in self._keys.items() if scope in live}
+            keys = dict(self._keys)
+            owner = self._owner
+        by_scope: dict[str, list[Lease]] = {}
+        for lease in batch:
+            by_scope.setdefault(lease.scope, []).append(lease)
+        renewals = [
+            (keys[scope], [(x.lease_id, x.holder, x.limit, x.generation, x.guarded) for x in leases])
+            for scope, leases in by_scope.items()
+        ]
+        sent = time.monotonic()
+        try:
+            answers: list[list[bool]] = wait_ref(self._handle.renew.remote(renewals, owner), timeout=interval)
+        except GetTimeoutError:
+            logger.warning("semaphore service %s: lease renewal took longer than %.2fs; retrying",
+                           self._name, interval, extra=_LOG_EXTRA)
+            return False
+        except RayActorError:
+            if actor_gone(self._name, self._actor_id):
+                logger.error("semaphore service %s: actor is gone; %d leases of this process dropped",
+                             self._name, len(batch), exc_info=True, extra=_LOG_EXTRA)
+                self._forget_self()
+                return None
+            logger.info("semaphore service %s: actor unreachable (restarting?); will renew again",
+                        self._name, exc_info=True, extra=_LOG_EXTRA)
+            return False
+        for (key, _), leases, results in zip(renewals, by_scope.values(), answers):
+            self._reconcile(key, leases, results, sent)
+        return True
 
     def _reconcile(self, key: ScopeKey, batch: list[Lease], results: list[bool], sent: float) -> None:
         revived: list[str] = []
@@ -239,6 +257,13 @@ def done_acquiring(lease_id: str) -> None:
     """The request for ``lease_id`` ended: granted (and added to a heartbeat) or given up."""
     with _ACQUIRING_LOCK:
         _ACQUIRING.discard(lease_id)
+
+
+def renew_held_leases() -> bool:
+    """Renew every lease this process holds, on every service, now; True once each service
+    answered. A restarted service asks this of the owners it knew before its restart (see
+    ``_service``): it grants nothing until their leases are registered again."""
+    return all([beat.renew_now() for beat in _HEARTBEATS.select(lambda _key: True)])
 
 
 def held_by_this_process(lease_ids: list[str]) -> list[bool]:

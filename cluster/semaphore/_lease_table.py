@@ -73,15 +73,17 @@ class LeaseTable:
 
     States:
       - ``serving``: grants permits FIFO while ``held < min(head.limit, permits)``.
-      - ``recovering``: after an actor restart, for ``ttl_s``: grants nothing; renewals
-        re-register the leases they name, so leases from before the restart are counted.
+      - ``recovering``: after an actor restart, for ``ttl_s`` and for as long as the
+        service holds it (``held_open``: holders of guarded leases from before the restart
+        have not answered yet): grants nothing; renewals re-register the leases they name,
+        so leases from before the restart are counted.
 
     Every method takes ``now`` and first calls ``_advance`` (expiry, state change, grants);
     methods that can decide parked requests return them as ``(lease_id, outcome)`` pairs.
     """
 
     def __init__(
-        self, scope: str, permits: int, ttl_s: float, *, now: float, recovering: bool
+        self, scope: str, permits: int, ttl_s: float, *, now: float, recovering: bool, held_open: bool = False
     ) -> None:
         self.scope = scope
         self.permits = permits
@@ -89,6 +91,8 @@ class LeaseTable:
         self._state: SemaphoreState = "recovering" if recovering else "serving"
         # Meaningful only while recovering: when service resumes.
         self._recovering_until = now + ttl_s if recovering else now
+        # Recovery also waits for the service to let it end (see ``end_hold``).
+        self._held_open = recovering and held_open
         # Granted, unexpired, unreleased leases; len() is `held`; disjoint from _waiters.
         self._leases: dict[str, _LeaseRecord] = {}
         # Parked requests in arrival order; the head is served first (FIFO, no barging).
@@ -194,6 +198,11 @@ class LeaseTable:
                 results.append(False)
         return results, decided
 
+    def end_hold(self, now: float) -> list[tuple[str, Outcome]]:
+        """The service heard from every holder it waited for: recovery ends with its window."""
+        self._held_open = False
+        return self._advance(now)
+
     def tick(self, now: float) -> list[tuple[str, Outcome]]:
         """Expire leases, end recovery when due, grant waiters."""
         return self._advance(now)
@@ -285,7 +294,7 @@ class LeaseTable:
         return self._state == "serving" and len(self._leases) < min(limit, self.permits)
 
     def _advance(self, now: float) -> list[tuple[str, Outcome]]:
-        if self._state == "recovering" and now >= self._recovering_until:
+        if self._state == "recovering" and now >= self._recovering_until and not self._held_open:
             self._state = "serving"
             logger.info(
                 "semaphore %r: recovery window over, serving with %d leases re-registered",

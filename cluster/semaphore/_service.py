@@ -23,6 +23,13 @@ its scope's configuration, and a table made within ``ttl_s`` of the restart star
 anything new is granted). That holds for a scope created anew in that window too: the
 service cannot tell it from one it lost, and the cap comes first. Runs from before are
 unknown: a table rebuilt by a call other than a run's join never retires on its own.
+
+A holder paused past that window (SIGSTOP, a swapped-out node) cannot renew in time, yet its
+work goes on when it resumes. So the owners of guarded leases are also recorded outside the
+service, in the cluster's key-value store (one key per owner, written before its first lease
+is granted, deleted once it holds nothing): a restarted service asks each recorded owner to
+renew its leases (``renew_leases``) and keeps every table recovering until each has answered
+or Ray says it died, however long that takes.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ import ray
 from ray.exceptions import ActorUnavailableError, RayActorError
 
 from cluster.connect import actor_was_restarted
+from cluster.semaphore._owner_records import OwnerRecords
 from cluster.heap import freeze_startup_objects
 from cluster.semaphore._lease_table import LeaseTable, Outcome
 from cluster.semaphore._scope import Detached, ScopeEntry, ScopeGone, ScopeKey
@@ -74,8 +82,17 @@ class SemaphoreService:
         self._dropped: OrderedDict[str, None] = OrderedDict()
         # ttl_s -> how many scopes have it; the smallest paces the sweep.
         self._ttls: Counter[float] = Counter()
-        # holder -> the actor that holds its guarded leases (asked when they miss renewals).
+        # holder -> the actor that holds its guarded leases (asked when they miss renewals);
+        # each also recorded in the cluster's key-value store while it is here.
         self._owners: dict[str, Any] = {}
+        self._records = OwnerRecords(name)
+        # After a restart: the owners recorded before it that have not answered since
+        # (holder -> actor). While any is left, every table stays recovering.
+        self._awaiting: dict[str, Any] = self._records.load() if self._restarted else {}
+        if not self._restarted:
+            self._records.clear()  # a new service: no lease from before it can be held
+        # The renew_leases calls out to awaited owners: future -> (its ref, holder).
+        self._renewing: dict[concurrent.futures.Future[Any], tuple[Any, str]] = {}
         # Probes out: the future of the call -> (its ref, kept alive until answered; holder;
         # (scope, lease id) asked about; when it was sent).
         self._probes: dict[concurrent.futures.Future[Any], tuple[Any, str, list[tuple[str, str]], float]] = {}
@@ -85,8 +102,9 @@ class SemaphoreService:
         self._kick = threading.Event()
         threading.Thread(target=self._sweep_forever, name=f"sem-sweep:{name}", daemon=True).start()
         if self._restarted:
-            logger.warning("semaphore service %s restarted: its tables are rebuilt as calls name them",
-                           name, extra=_LOG_EXTRA)
+            logger.warning("semaphore service %s restarted: its tables are rebuilt as calls name them; "
+                           "%d owners of guarded leases asked to renew first", name, len(self._awaiting),
+                           extra=_LOG_EXTRA)
         freeze_startup_objects()
 
     # ------------------------------------------------------------------ scopes
@@ -135,7 +153,7 @@ class SemaphoreService:
             if entry.retired:
                 return "withdrawn", 0
             if owner is not None:
-                self._owners[holder] = owner
+                self._know_owner(holder, owner)
             table = entry.table
             outcome, decided = table.request(lease_id, holder, limit, time.monotonic(), guarded=owner is not None)
             entry.wake(decided)
@@ -189,7 +207,7 @@ class SemaphoreService:
                     continue
                 if owner is not None:
                     for item in leases:
-                        self._owners[item[1]] = owner
+                        self._know_owner(item[1], owner)
                 results, decided = entry.table.renew(leases, now)
                 entry.wake(decided)
                 answers.append(results)
@@ -319,9 +337,10 @@ class SemaphoreService:
         now = time.monotonic()
         # Rebuilt within ttl_s of the restart: recover until then (as a restarted actor of
         # its own would), so leases from before are re-registered before anything is granted.
-        recovering = self._restarted and now < self._started + key.ttl_s
+        # Or at any time while an owner from before the restart has not answered.
+        recovering = self._restarted and (now < self._started + key.ttl_s or bool(self._awaiting))
         table = LeaseTable(key.scope, key.permits, key.ttl_s, now=self._started if recovering else now,
-                           recovering=recovering)
+                           recovering=recovering, held_open=bool(self._awaiting))
         entry = ScopeEntry(table, runs_known=not rebuilt)
         self._scopes[key.scope] = entry
         self._dropped.pop(key.scope, None)
@@ -374,6 +393,7 @@ class SemaphoreService:
             try:
                 self._sweep_once()
                 self._collect_probes(interval)
+                self._await_owners()
                 if time.monotonic() >= next_run_check:
                     next_run_check = time.monotonic() + run_check_every
                     pings = self._check_runs(pings)
@@ -428,7 +448,7 @@ class SemaphoreService:
             with self._lock:
                 self._answer(items, answers)
                 if answers and all(a is False for a in answers):
-                    self._owners.pop(holder, None)
+                    self._forget_owner(holder)
 
     def _answer(self, items: list[tuple[str, str]], answers: list[bool | None]) -> None:
         """Apply a probe's answers to the leases it asked about (caller holds the lock)."""
@@ -472,8 +492,66 @@ class SemaphoreService:
         for entry in self._scopes.values():
             if entry.table.held or entry.table.waiting:
                 active |= entry.table.holders()
-        for holder in [h for h in self._owners if h not in active]:
-            del self._owners[holder]
+        for holder in [h for h in self._owners if h not in active and h not in self._awaiting]:
+            self._forget_owner(holder)
+
+    def _know_owner(self, holder: str, owner: Any) -> None:
+        """Note the actor of ``holder``'s guarded leases (caller holds the lock); a new one is
+        recorded before any lease of it is granted, so a restart knows whom to ask."""
+        if holder not in self._owners:
+            self._records.put(holder, owner)
+        self._owners[holder] = owner
+
+    def _forget_owner(self, holder: str) -> None:
+        """``holder`` holds nothing here any more, or died (caller holds the lock)."""
+        if self._owners.pop(holder, None) is not None:
+            self._records.delete(holder)
+
+    def _await_owners(self) -> None:
+        """After a restart: ask each owner recorded before it to renew its leases, once at a
+        time (a paused one answers when it resumes); once every one answered or died, the
+        tables end their recovery with their windows."""
+        if not self._awaiting and not self._renewing:
+            return
+        asked = {holder for _, holder in self._renewing.values()}
+        for holder, owner in list(self._awaiting.items()):
+            if holder in asked:
+                continue
+            try:
+                ref = owner.renew_leases.remote()
+            except AttributeError:  # an owner written to the older contract (holds_leases only)
+                logger.warning("semaphore service %s: owner of %s has no renew_leases method; its leases count "
+                               "only if it renews within the recovery window", self._name, holder,
+                               extra=_LOG_EXTRA)
+                with self._lock:
+                    self._awaiting.pop(holder, None)
+                    self._owners.setdefault(holder, owner)
+                continue
+            self._renewing[ref.future()] = (ref, holder)
+        for future in [f for f in self._renewing if f.done()]:
+            _, holder = self._renewing.pop(future)
+            try:
+                answered = bool(future.result())  # False: a service it holds leases of was unreachable
+            except ActorUnavailableError:
+                answered = False  # restarting or unreachable: ask again
+            except RayActorError:
+                with self._lock:
+                    self._awaiting.pop(holder, None)
+                    self._records.delete(holder)
+                continue
+            if answered:
+                with self._lock:
+                    owner = self._awaiting.pop(holder, None)
+                    if owner is not None:
+                        self._owners.setdefault(holder, owner)  # its record goes once it holds nothing
+        with self._lock:
+            if self._awaiting:
+                return
+            now = time.monotonic()
+            for entry in self._scopes.values():
+                entry.wake(entry.table.end_hold(now))
+        logger.info("semaphore service %s: every owner from before the restart answered", self._name,
+                    extra=_LOG_EXTRA)
 
     def _actor_died(self, actor_id: str) -> None:
         with self._lock:

@@ -311,7 +311,8 @@ class ClusterSemaphore:
 
         ``owner``: the calling actor's own handle, when this actor runs the work the permit
         admits and implements ``holds_leases(ids) -> list[bool]`` (answer with
-        ``held_by_this_process``). The lease is then guarded: it is freed only when the
+        ``held_by_this_process``) and ``renew_leases() -> bool`` (answer with
+        ``renew_held_leases``: a restarted service asks it before it grants again). The lease is then guarded: it is freed only when the
         owner says it no longer holds it or Ray says the owner died, never because the
         owner was paused past ``ttl_s``.
 

@@ -39,6 +39,17 @@ def test_recovering_grants_nothing_and_renewals_re_register_leases() -> None:
     assert table.renew([("unknown", "h", 4)], 1.6)[0] == [False]
 
 
+def test_a_recovery_held_open_outlasts_its_window_until_the_service_ends_the_hold() -> None:
+    table = LeaseTable("t", 4, 1.5, now=0.0, recovering=True, held_open=True)
+    assert table.request("new", "h", 4, 0.1)[0] == "parked"
+    assert table.tick(100.0) == [] and table.state == "recovering"  # an owner from before has not answered
+    results, _ = table.renew([("paused", "h", 4, 7, True)], 200.0)  # it resumes and renews
+    assert results == [True] and table.statistics()["held"] == 1
+    assert table.end_hold(200.1) == [("new", "granted")]
+    assert table.state == "serving" and table.statistics()["held"] == 2
+    assert table.statistics()["generation"] == 8  # fencing goes on past the re-registered lease
+
+
 def test_unrenewed_leases_expire_and_their_permit_goes_to_the_next_waiter() -> None:
     table = _table(permits=1)
     table.request("a", "h", 1, 0.0)

@@ -22,7 +22,7 @@ import pytest
 import ray
 
 from cluster import SemaphoreConfigConflict, SemaphoreTimeout, SemaphoreUnavailable
-from cluster.semaphore import ClusterSemaphore, Lease, SemaphoreStatistics, held_by_this_process
+from cluster.semaphore import ClusterSemaphore, Lease, SemaphoreStatistics, held_by_this_process, renew_held_leases
 from tests._waits import HANG_GUARD_S, eventually, process_gone
 from tests.actors._peak import PeakCounter, wait_until
 
@@ -272,6 +272,9 @@ class GuardedHolder:
     async def holds_leases(self, lease_ids: list[str]) -> list[bool]:
         self.probes += 1
         return held_by_this_process(lease_ids)
+
+    async def renew_leases(self) -> bool:
+        return await asyncio.to_thread(renew_held_leases)
 
     async def probed(self) -> int:
         return self.probes

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import ray
 
-from actors import Call, Orchestrator, SubagentLost, parallel_handoff, pool_for
+from actors import Call, Orchestrator, PoolPolicy, SubagentLost, parallel_handoff, pool_for
 from cluster import ClusterSemaphore
 from tests.actors._peak import replicas_answer
 from tests.reliability._cap_support import (Gate, Intervals, WorkIn, WorkOut, cap_registry, new_named, read_line,
@@ -30,11 +30,12 @@ TTL = 1.0
 class Cap:
     """One run on a short-TTL scope, its intervals counter and a gate."""
 
-    def __init__(self) -> None:
+    def __init__(self, policy: PoolPolicy | None = None) -> None:
         self.intervals_name, self.intervals = new_named(Intervals)
         self.gate_name, self.gate = new_named(Gate)
         self.semaphore = ClusterSemaphore(f"scope-{self.intervals_name}", ttl_s=TTL)
-        self.orch = Orchestrator(Empty(), caller=cap_registry(replicas=4), name=f"run-{self.intervals_name}",
+        registry = cap_registry(policy=policy) if policy else cap_registry(replicas=4)
+        self.orch = Orchestrator(Empty(), caller=registry, name=f"run-{self.intervals_name}",
                                  semaphore_scope=self.semaphore.scope)
 
     def calls(self, skill: str, n: int, *, tag: str = "", gated: bool = False, seconds: float = 0.05,
@@ -74,6 +75,28 @@ async def cap():
     c = Cap()
     yield c
     await c.close()
+
+
+@pytest.fixture
+async def spread_cap():
+    """A run whose four replicas all answer before the test starts: a batch of four then has
+    one body in each (a pool sends calls to the replicas started so far, so while some start
+    one replica may hold several)."""
+    c = Cap(PoolPolicy(min_replicas=4, max_replicas=4, target_ongoing_calls=1.0))
+    await parallel_handoff(c.orch, c.calls("work", 1), WorkOut)  # starts the pool and its min replicas
+    await wait_for(lambda: _all_answer(c), "the pool's four replicas to answer")
+    ray.kill(c.intervals)
+    c.intervals_name, c.intervals = new_named(Intervals)  # the test counts from zero
+    yield c
+    await c.close()
+
+
+async def _all_answer(cap: Cap) -> bool:
+    handles = pool_for(cap.orch.caller, "work").handles()
+    if len(handles) < 4:
+        return False
+    await replicas_answer(handles)
+    return True
 
 
 def _admitted_as_old_ones_end(new: list[tuple[float, float]], old: list[tuple[float, float]]) -> bool:
@@ -199,7 +222,8 @@ async def test_a_paused_driver_neither_grows_the_cap_nor_blocks_it_past_its_work
         driver.wait()
 
 
-async def test_a_subagent_paused_past_the_ttl_keeps_its_permit_until_it_resumes(cap):
+async def test_a_subagent_paused_past_the_ttl_keeps_its_permit_until_it_resumes(spread_cap):
+    cap = spread_cap
     batch = asyncio.ensure_future(parallel_handoff(cap.orch, cap.calls("work", 4, tag="old", gated=True), WorkOut))
     await cap.running(4)
     paused = (await cap.report())["pids"][0]
@@ -219,3 +243,38 @@ async def test_a_subagent_paused_past_the_ttl_keeps_its_permit_until_it_resumes(
     report = await cap.report()
     print(f"\npaused subagent: peak {report['peak']}")
     assert report["peak"] == 4
+
+
+async def test_a_subagent_paused_across_a_restart_of_the_semaphore_service_keeps_its_permit(spread_cap):
+    """The restarted service lost its tables; the three live replicas re-register their leases
+    within its recovery window, the paused one cannot. Nothing may be granted on top of the
+    paused body's permit, however long after the window it resumes."""
+    cap = spread_cap
+    batch = asyncio.ensure_future(parallel_handoff(cap.orch, cap.calls("work", 4, tag="old", gated=True), WorkOut))
+    await cap.running(4)
+    paused = (await cap.report())["pids"][0]
+    os.kill(paused, signal.SIGSTOP)
+    try:
+        service = ray.get_actor(ClusterSemaphore.service_name(cap.semaphore.scope), namespace="soloist")
+        ray.kill(service, no_restart=False)
+        await wait_for(lambda: _state_of(cap, "recovering"), "the restarted service to recover its scope")
+        await asyncio.sleep(3 * TTL)  # the subject: paused past the restarted service's recovery window
+        fresh = asyncio.ensure_future(parallel_handoff(cap.orch, cap.calls("work", 4, tag="new"), WorkOut))
+        await cap.gate.open.remote()  # three old bodies end; the paused one cannot
+        await wait_for(lambda: cap.at_least("finished", 3), "the other old bodies to end")
+
+        async def parked_or_over() -> bool:
+            return (await cap.semaphore.statistics()).waiting >= 3 or (await cap.report())["peak"] > 4
+        await wait_for(parked_or_over, "the new calls to park at the semaphore (or to run past the cap)")
+        report = await cap.report()
+        assert report["peak"] == 4, report
+    finally:
+        os.kill(paused, signal.SIGCONT)
+    assert all(r.ok for r in await batch)
+    assert all(r.ok for r in await fresh)
+    report = await cap.report()
+    assert report["peak"] == 4, report
+
+
+async def _state_of(cap: Cap, state: str) -> bool:
+    return (await cap.semaphore.statistics()).state == state
