@@ -8,8 +8,10 @@ of those intervals). Leases use a short TTL (1 s) so pauses "longer than the TTL
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -222,13 +224,24 @@ async def test_a_paused_driver_neither_grows_the_cap_nor_blocks_it_past_its_work
         driver.wait()
 
 
-async def test_a_subagent_paused_past_the_ttl_keeps_its_permit_until_it_resumes(spread_cap):
-    cap = spread_cap
+@contextlib.asynccontextmanager
+async def _one_of_four_paused(cap: Cap) -> AsyncIterator[None]:
+    """Four gated old bodies, one per replica, and the first one's replica SIGSTOPped for the
+    block; after it, every old call must have succeeded."""
     batch = asyncio.ensure_future(parallel_handoff(cap.orch, cap.calls("work", 4, tag="old", gated=True), WorkOut))
     await cap.running(4)
     paused = (await cap.report())["pids"][0]
     os.kill(paused, signal.SIGSTOP)
     try:
+        yield
+    finally:
+        os.kill(paused, signal.SIGCONT)
+    assert all(r.ok for r in await batch)
+
+
+async def test_a_subagent_paused_past_the_ttl_keeps_its_permit_until_it_resumes(spread_cap):
+    cap = spread_cap
+    async with _one_of_four_paused(cap):
         fresh = asyncio.ensure_future(parallel_handoff(cap.orch, cap.calls("work", 4, tag="new"), WorkOut))
         await cap.parked(3)  # the call sent to the paused replica waits there, not at the semaphore
         await asyncio.sleep(3 * TTL)  # the subject: paused past the lease TTL
@@ -236,9 +249,6 @@ async def test_a_subagent_paused_past_the_ttl_keeps_its_permit_until_it_resumes(
         await wait_for(lambda: cap.at_least("finished", 3), "the other old bodies to end")
         report = await cap.report()
         assert report["peak"] == 4, report
-    finally:
-        os.kill(paused, signal.SIGCONT)
-    assert all(r.ok for r in await batch)
     assert all(r.ok for r in await fresh)
     report = await cap.report()
     print(f"\npaused subagent: peak {report['peak']}")
@@ -250,11 +260,7 @@ async def test_a_subagent_paused_across_a_restart_of_the_semaphore_service_keeps
     within its recovery window, the paused one cannot. Nothing may be granted on top of the
     paused body's permit, however long after the window it resumes."""
     cap = spread_cap
-    batch = asyncio.ensure_future(parallel_handoff(cap.orch, cap.calls("work", 4, tag="old", gated=True), WorkOut))
-    await cap.running(4)
-    paused = (await cap.report())["pids"][0]
-    os.kill(paused, signal.SIGSTOP)
-    try:
+    async with _one_of_four_paused(cap):
         service = ray.get_actor(ClusterSemaphore.service_name(cap.semaphore.scope), namespace="soloist")
         ray.kill(service, no_restart=False)
         await wait_for(lambda: _state_of(cap, "recovering"), "the restarted service to recover its scope")
@@ -268,9 +274,6 @@ async def test_a_subagent_paused_across_a_restart_of_the_semaphore_service_keeps
         await wait_for(parked_or_over, "the new calls to park at the semaphore (or to run past the cap)")
         report = await cap.report()
         assert report["peak"] == 4, report
-    finally:
-        os.kill(paused, signal.SIGCONT)
-    assert all(r.ok for r in await batch)
     assert all(r.ok for r in await fresh)
     report = await cap.report()
     assert report["peak"] == 4, report
