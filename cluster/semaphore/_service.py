@@ -385,7 +385,7 @@ class SemaphoreService:
         return min(0.25, shortest / 10), max(1.0, shortest / 2)
 
     def _sweep_forever(self) -> None:
-        next_run_check = time.monotonic()
+        last_run_check = time.monotonic()
         pings: dict[concurrent.futures.Future[Any], tuple[Any, str]] = {}
         while True:
             interval, run_check_every = self._pacing()
@@ -394,8 +394,10 @@ class SemaphoreService:
                 self._sweep_once()
                 self._collect_probes(interval)
                 self._await_owners()
-                if time.monotonic() >= next_run_check:
-                    next_run_check = time.monotonic() + run_check_every
+                # Paced by the scopes served now: a check scheduled while only a long-TTL scope
+                # was served must not hold back those of shorter TTLs that came since.
+                if time.monotonic() - last_run_check >= run_check_every:
+                    last_run_check = time.monotonic()
                     pings = self._check_runs(pings)
             except Exception:  # one bad round must not end the only sweep of many scopes
                 logger.exception("semaphore service %s: sweep failed; going on", self._name, extra=_LOG_EXTRA)

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 
 import pytest
 import ray
+from ray.experimental.internal_kv import _internal_kv_list  # Ray's key-value store, read from outside soloist
 
 from cluster import SemaphoreConfigConflict, SemaphoreTimeout, SemaphoreUnavailable
 from cluster.semaphore import ClusterSemaphore, Lease, SemaphoreStatistics, held_by_this_process, renew_held_leases
@@ -30,6 +31,9 @@ pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 
 TTL = 30.0
 """Where expiry is not the subject: no heartbeat delay on a loaded machine comes near it."""
+
+# Where a semaphore service records the owners of guarded leases (cluster/semaphore/_owner_records.py).
+_OWNER_RECORDS = "soloist-semaphore-owners"
 
 SHORT_TTL = 5.0
 """Where expiry is the subject: short enough to wait for, and 2/3 of it (the slack between
@@ -284,6 +288,29 @@ class GuardedHolder:
 
     async def pid(self) -> int:
         return os.getpid()
+
+
+async def test_an_owner_is_recorded_outside_the_service_while_it_holds_guarded_leases_and_only_then(
+    sem: ClusterSemaphore,
+) -> None:
+    """What a restarted service asks is read from the cluster's key-value store: the record of
+    an owner exists before its lease is used, and is gone once it holds nothing (the records
+    stay bounded by the live owners, however many replicas came and went)."""
+    holder = GuardedHolder.remote()
+    try:
+        worker = await holder.__ray_call__.remote(lambda self: ray.get_runtime_context().get_worker_id())
+
+        async def records() -> list[bytes]:
+            keys = _internal_kv_list(b"", namespace=_OWNER_RECORDS)
+            return [key for key in keys if key.endswith(f"/actor:{worker}".encode())]
+
+        leases = await holder.grab.remote(sem, 2)
+        assert len(await records()) == 1
+        for lease in leases:
+            assert await holder.release.remote(sem, lease) is True
+        await eventually(records, lambda found: found == [], "the record of an owner that holds nothing to go")
+    finally:
+        ray.kill(holder, no_restart=True)
 
 
 async def test_a_holder_reported_lost_but_alive_keeps_its_permits(unexpiring_sem: ClusterSemaphore) -> None:
