@@ -111,6 +111,12 @@ EXPORTS: dict[str, dict[str, list[str]]] = {
         "the few service actors that hold every scope's table, and their report": ["SERVICE_COUNT", "ServiceStatistics"],
         "the answer an actor holding guarded leases gives the semaphore's probe": ["held_by_this_process"],
         "the answer an owner of guarded leases gives a restarted semaphore service": ["renew_held_leases"],
+        "budgets per scope (requests and tokens per sliding window), their pure window (unit-tested without Ray) "
+        "and its errors": ["Budget", "BudgetConfigError", "BudgetStatistics", "BudgetWindow", "budget_of"],
+        "a model endpoint as a scope shared by every run, and the usage hook model paths call (LlmCaller, the "
+        "pydantic-ai and OpenAI Agents adapters' model subagents)": [
+            "ModelEndpoint", "ModelCall", "TokenUsage", "UsageMeter", "endpoint_scope", "report_usage", "metered",
+            "current_meter"],
     },
     "cluster.metrics": {
         "recording and serving the fixed metric names": [
@@ -120,6 +126,9 @@ EXPORTS: dict[str, dict[str, list[str]]] = {
         "the collector's totals, read by dashboards and tests": ["Aggregate", "MetricsDelta", "collector_handle"],
         "the cluster-wide totals as one scrape sees them (the runs page's in-flight chart)": [
             "read_totals", "handoffs_in_flight"],
+        "model calls' tokens and requests, budget waits, and their totals by model and by run (soloist status, tests)": [
+            "record_llm_request", "record_budget_wait", "record_run_tokens", "TokenTotals", "llm_token_totals",
+            "run_token_totals"],
     },
     "cluster.cli": {
         "the `soloist` command and the library calls behind its subcommands": [

@@ -11,6 +11,13 @@ it. Other 4xx fail at once. The output records the token usage, the attempts and
 slept; the model's tool calls become ``execute_tool`` transitions through
 ``tool_call_transitions``.
 
+The endpoint is a shared semaphore scope (``LlmConfig.endpoint()``: derived from base URL and
+model, or ``scope=``): every run calling it holds one cap of four requests in flight across
+the cluster, and one ``budget`` (requests and tokens per minute) when the config has one
+(``SOLOIST_LLM_REQUESTS_PER_MINUTE``, ``SOLOIST_LLM_TOKENS_PER_MINUTE``). Each request
+reserves an estimate (its text's length / 3 plus ``max_tokens``, or
+``reserve_output_tokens``) and is settled with the usage the response reports.
+
 Tools (under ``prefix``, default ``"llm."``): ``chat`` (``ChatInput`` -> ``ChatOutput``),
 ``classify`` (a code-search task -> type, complexity, keywords) and ``summarise``
 (a run's summary -> a short text); the last two serve ``soloist run --provider``.
@@ -41,13 +48,30 @@ from actors.exceptions import (
 )
 from coordinators import TransitionBatch
 from coordinators.builtin import TASK_TYPES
+from cluster.semaphore import Budget, ModelEndpoint, TokenUsage, budget_of, report_usage
 
 __all__ = [
     "LlmConfig", "LlmCaller", "ChatMessage", "ToolSpec", "ChatInput", "ChatOutput", "ToolCallRequest", "Usage",
-    "chat", "tool_call_transitions", "TASK_TYPES",
+    "chat", "metered_chat", "estimate_tokens", "tool_call_transitions", "TASK_TYPES",
 ]
 
 ENV_BASE_URL, ENV_MODEL, ENV_API_KEY = "SOLOIST_LLM_BASE_URL", "SOLOIST_LLM_MODEL", "OPENAI_API_KEY"
+ENV_RPM, ENV_TPM = "SOLOIST_LLM_REQUESTS_PER_MINUTE", "SOLOIST_LLM_TOKENS_PER_MINUTE"
+
+
+def _env_budget() -> Budget | None:
+    """The budget ``SOLOIST_LLM_REQUESTS_PER_MINUTE`` / ``SOLOIST_LLM_TOKENS_PER_MINUTE`` set, if any."""
+    raw = {name: os.environ.get(env, "").strip() for name, env in (("requests", ENV_RPM), ("tokens", ENV_TPM))}
+    if not any(raw.values()):
+        return None
+    values: dict[str, int | None] = {}
+    for name, text in raw.items():
+        try:
+            values[name] = int(text) if text else None
+        except ValueError:
+            env = ENV_RPM if name == "requests" else ENV_TPM
+            raise LlmConfigError(f"LLM configuration: {env} must be a positive integer, got {text!r}") from None
+    return budget_of(window_s=60.0, **values)
 
 
 class LlmConfig(BaseModel):
@@ -63,11 +87,28 @@ class LlmConfig(BaseModel):
     backoff: float = Field(0.5, ge=0)
     """First retry delay in seconds; doubled on every further attempt."""
     max_backoff: float = Field(30.0, ge=0)
+    shared: bool = True
+    """Whether calls hold a permit of the endpoint's shared scope (False: only their run's cap)."""
+    scope: str | None = None
+    """The shared scope's name (None: derived from base URL and model, see ``endpoint_scope``)."""
+    budget: Budget | None = None
+    """Requests and tokens per window for the whole endpoint, across the cluster (None: the cap alone)."""
+    reserve_output_tokens: int = Field(256, ge=0)
+    """Output tokens a request without ``max_tokens`` reserves from the budget."""
+
+    def endpoint(self) -> ModelEndpoint | None:
+        """The shared scope calls to this endpoint hold (None when ``shared`` is off)."""
+        if not self.shared:
+            return None
+        return ModelEndpoint.of(self.base_url, self.model, scope=self.scope, budget=self.budget)
 
     @classmethod
     def from_env(cls, *, base_url: str | None = None, model: str | None = None, api_key: str | None = None,
                  **options: Any) -> "LlmConfig":
-        """Arguments first, then ``SOLOIST_LLM_BASE_URL``, ``SOLOIST_LLM_MODEL``, ``OPENAI_API_KEY``."""
+        """Arguments first, then ``SOLOIST_LLM_BASE_URL``, ``SOLOIST_LLM_MODEL``, ``OPENAI_API_KEY``
+        (and, for a budget not given, ``SOLOIST_LLM_REQUESTS_PER_MINUTE``/``SOLOIST_LLM_TOKENS_PER_MINUTE``)."""
+        if "budget" not in options:
+            options["budget"] = _env_budget()
         base_url = base_url or os.environ.get(ENV_BASE_URL)
         model = model or os.environ.get(ENV_MODEL)
         api_key = api_key or os.environ.get(ENV_API_KEY)
@@ -252,6 +293,35 @@ async def chat(config: LlmConfig, inp: ChatInput) -> ChatOutput:
     return _parse(data).model_copy(update={"attempts": len(delays) + 1, "retry_delays": delays})
 
 
+def estimate_tokens(config: LlmConfig, inp: ChatInput) -> int:
+    """What a request reserves from its endpoint's budget before it is sent: its text (the
+    messages and the tools' schemas) at three characters a token, which no tokenizer of
+    natural text undercuts, plus its ``max_tokens`` (else ``config.reserve_output_tokens``)."""
+    chars = sum(len(m.content or "") + len(json.dumps(m.tool_calls or [])) for m in inp.messages)
+    chars += sum(len(json.dumps(t.model_dump())) for t in inp.tools)
+    output = inp.max_tokens if inp.max_tokens is not None else config.reserve_output_tokens
+    return -(-chars // 3) + output
+
+
+async def metered_chat(config: LlmConfig, inp: ChatInput) -> ChatOutput:
+    """``chat`` under the endpoint's shared scope (a permit, and room in its budget), its usage
+    reported (``report_usage``: metrics, and the handoff that runs it)."""
+    endpoint = config.endpoint()
+    if endpoint is None:
+        try:
+            out = await chat(config, inp)
+        except LlmError:
+            report_usage(TokenUsage(model=config.model), outcome="error")
+            raise
+        report_usage(TokenUsage(model=config.model, input_tokens=out.usage.prompt_tokens,
+                                output_tokens=out.usage.completion_tokens))
+        return out
+    async with endpoint.call(estimate_tokens=estimate_tokens(config, inp)) as call:
+        out = await chat(config, inp)
+        call.report(input_tokens=out.usage.prompt_tokens, output_tokens=out.usage.completion_tokens)
+    return out
+
+
 def _status_error(config: LlmConfig, url: str, status: int, text: str, attempts: int) -> LlmError:
     """The error for a status the SDK gave up on: retried ones are unavailability, others a refusal."""
     if status in (408, 409, 429) or status >= 500:
@@ -354,7 +424,7 @@ class LlmCaller:
         tool = name[len(self.prefix):] if name.startswith(self.prefix) else None
         try:
             if tool == "chat":
-                return ToolCallResult.of_json(await chat(self.config, ChatInput.model_validate(arguments)))
+                return ToolCallResult.of_json(await metered_chat(self.config, ChatInput.model_validate(arguments)))
             if tool == "classify":
                 return await self._classify(ClassifyInput.model_validate(arguments))
             if tool == "summarise":
@@ -364,7 +434,7 @@ class LlmCaller:
         return ToolCallResult.error(f"unknown LLM tool {name!r}; tools: {', '.join(self.names())}")
 
     async def _classify(self, inp: ClassifyInput) -> ToolCallResult:
-        out = await chat(self.config, ChatInput(messages=[ChatMessage(role="system", content=_CLASSIFY_PROMPT),
+        out = await metered_chat(self.config, ChatInput(messages=[ChatMessage(role="system", content=_CLASSIFY_PROMPT),
                                                           ChatMessage(role="user", content=inp.task)], temperature=0))
         try:
             task = _classification(out.content)
@@ -374,7 +444,7 @@ class LlmCaller:
 
     async def _summarise(self, inp: SummariseInput) -> ToolCallResult:
         findings = json.dumps({k: inp.summary.get(k) for k in ("headline", "definitions", "references", "imports")})[:8000]
-        out = await chat(self.config, ChatInput(messages=[
+        out = await metered_chat(self.config, ChatInput(messages=[
             ChatMessage(role="system", content=_SUMMARY_PROMPT),
             ChatMessage(role="user", content=f"Task: {inp.task}\nFindings (JSON): {findings}")], temperature=0))
         if not out.content.strip():

@@ -15,6 +15,8 @@ Why reuse never breaks the cap or fairness:
     start within one message latency of its arrival, never for longer.
   - in-flight bodies never exceed the leases this process holds, and the semaphore bounds
     held leases cluster-wide: caching changes how long a lease lives, not how many exist.
+  - budgets: on a scope with a budget every grant is charged, so a lease is never kept
+    warm there: each body's lease goes back at once, settled with the usage the body reported.
 
 A scope this process has not used for ``linger`` (nothing taken, held or idle) goes quiet:
 its two threads end (a replica serving thousands of runs' scopes keeps threads only for the
@@ -133,18 +135,21 @@ class WarmPermits:
             return warm
         return await self._semaphore.acquire(limit=limit, owner=self._owner)
 
-    def give_back(self, lease: Lease, *, reuse: bool) -> None:
-        """The work ``lease`` admitted has returned: keep it warm (``reuse``) or release it."""
+    def give_back(self, lease: Lease, *, reuse: bool, used_tokens: int | None = None) -> None:
+        """The work ``lease`` admitted has returned: keep it warm (``reuse``) or release it.
+        ``used_tokens``: what the work's model calls reported (settles a budget's charge; a
+        lease of a budgeted scope is never kept warm)."""
         with self._lock:
             self._out -= 1
             self._last_used = time.monotonic()
-            keep = reuse and not self._contended and not self._closed.is_set()
+            keep = (reuse and self._semaphore.budget is None and not self._contended
+                    and not self._closed.is_set())
             if keep:
                 self._idle.append((lease, time.monotonic()))
         if keep:
             self._start_reaper()
         else:
-            self._release(lease)
+            self._release(lease, used_tokens)
 
     def release_idle(self) -> int:
         """Release every idle lease now; returns how many."""
@@ -165,9 +170,9 @@ class WarmPermits:
         if pending is not None:
             _cancel_watch(pending)
 
-    def _release(self, lease: Lease) -> None:
+    def _release(self, lease: Lease, used_tokens: int | None = None) -> None:
         try:
-            self._semaphore.release_nowait(lease)
+            self._semaphore.release_nowait(lease, used_tokens=used_tokens)
         except Exception as exc:  # the actor is gone: the lease went with it
             _log.info("could not release lease %s: %s", lease.lease_id, exc, extra=_LOG_EXTRA)
 

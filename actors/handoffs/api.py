@@ -37,6 +37,7 @@ from actors.handoffs._fanout import LANE_DEPTH, Fanout
 from actors.handoffs.pools import SubagentPool, pool_for
 from actors.handoffs.replica import HandoffRequest, SubagentReply, retired_exit
 from actors.handoffs.settings import HandoffSettings, HandoffTarget
+from cluster import metrics
 from cluster.semaphore import ClusterSemaphore
 
 __all__ = ["Call", "Result", "decode_output", "handoff", "parallel_handoff"]
@@ -288,6 +289,8 @@ async def _call_subagent(caller: Any, request: HandoffRequest, orchestrator: str
             reply, waited = await _send(pool, request, fanout)
             started_wait += waited
         node = reply.node
+        if reply.usage is not None:  # the tokens of this run's agent (the skill), from the body's model calls
+            metrics.record_run_tokens(orchestrator, skill, reply.usage.input_tokens, reply.usage.output_tokens)
         telemetry.record_semaphore_wait(orchestrator, reply.waited_s)
         telemetry.record_queue_wait(pool.key, skill, started_wait + reply.queued_s)
         if reply.timed_out:

@@ -18,6 +18,11 @@ body starts, and gives it back from the body's own completion, never earlier:
 So the number of bodies executing never exceeds the number of leases held, which the
 semaphore bounds by the cap, whatever is cancelled, timed out, paused or killed.
 
+Usage: a body runs with a fresh ``UsageMeter`` (``cluster.semaphore.metered``); what its
+model calls report there (``report_usage``, or a ``ModelEndpoint.call``) settles the
+permit's charge when the scope has a budget, and travels back in the reply (``usage``), so
+the run records the tokens of each handoff.
+
 Retirement: a replica that has run nothing, has nothing waiting in its lanes and no body
 left over (orphans) for ``retire_after_s`` seconds ends itself (``ray.actor.exit_actor``),
 so a pool no run uses stops costing a process. One of its pool's ``min_replicas`` is also
@@ -53,7 +58,7 @@ from cluster import metrics
 from cluster.connect import SOLOIST_NAMESPACE, actor_was_restarted
 from cluster.exceptions import SemaphoreUnavailable
 from cluster.heap import freeze_startup_objects
-from cluster.semaphore import held_by_this_process, renew_held_leases
+from cluster.semaphore import TokenUsage, held_by_this_process, metered, renew_held_leases
 
 __all__ = [
     "SubagentActor", "HandoffRequest", "SubagentReply", "RequestWire", "ReplyWire", "interruptible",
@@ -98,6 +103,8 @@ class ReplyWire(NamedTuple):
     waited_s: float
     queued_s: float
     node: str
+    #: ``(model, input tokens, output tokens, requests)`` the body reported, or None.
+    usage: tuple[str, int, int, int] | None = None
 
 
 class HandoffRequest(BaseModel):
@@ -163,6 +170,8 @@ class SubagentReply(BaseModel):
     #: Seconds from the call's arrival here to its body's start: its lane, then its permit.
     queued_s: float = 0.0
     node: str = ""
+    #: The token usage the body's model calls reported (None: none reported, or not returned yet).
+    usage: TokenUsage | None = None
 
     @property
     def ran(self) -> bool:
@@ -172,11 +181,13 @@ class SubagentReply(BaseModel):
     def wire(self) -> list[Any]:
         """This reply as plain values (a ``ReplyWire``)."""
         result = self.result
+        usage = self.usage
         return list(ReplyWire(
             texts=None if result is None else [block.text for block in result.content],
             is_error=result is not None and result.is_error,
             timed_out=self.timed_out, stopped=self.stopped, withdrawn=self.withdrawn, retired=self.retired,
             waited_s=self.waited_s, queued_s=self.queued_s, node=self.node,
+            usage=None if usage is None else (usage.model, usage.input_tokens, usage.output_tokens, usage.requests),
         ))
 
     @classmethod
@@ -185,8 +196,10 @@ class SubagentReply(BaseModel):
         wire = ReplyWire(*values)
         result = None if wire.texts is None else ToolCallResult(
             content=[TextContent(text=text) for text in wire.texts], is_error=wire.is_error)
+        usage = None if wire.usage is None else TokenUsage(
+            model=wire.usage[0], input_tokens=wire.usage[1], output_tokens=wire.usage[2], requests=wire.usage[3])
         return cls(result=result, timed_out=wire.timed_out, stopped=wire.stopped, withdrawn=wire.withdrawn,
-                   retired=wire.retired, waited_s=wire.waited_s, queued_s=wire.queued_s, node=wire.node)
+                   retired=wire.retired, waited_s=wire.waited_s, queued_s=wire.queued_s, node=wire.node, usage=usage)
 
 
 def interruptible(caller: Any, name: str) -> bool:
@@ -319,20 +332,25 @@ class SubagentActor:
             lease = await permits.take(request.limit)
         now = time.perf_counter()
         waited, queued = now - started, now - arrived
-        work = asyncio.ensure_future(self._run_tool(request.skill, request.arguments, request.trace_context))
+        with metered() as meter:  # the body's task keeps this meter in its context
+            work = asyncio.ensure_future(self._run_tool(request.skill, request.arguments, request.trace_context))
         self._running += 1
 
         def body_returned(fut: asyncio.Future[Any]) -> None:
             self._running -= 1
             self._orphans.discard(fut)
             self._last_activity = time.monotonic()
-            permits.give_back(lease, reuse=not fut.cancelled() and fut.exception() is None)
+            usage = meter.usage
+            permits.give_back(lease, reuse=not fut.cancelled() and fut.exception() is None,
+                              used_tokens=None if usage is None else usage.total_tokens)
 
         work.add_done_callback(body_returned)
         try:
             if request.timeout is None:
                 # Awaiting the task itself: cancelling this call cancels it (below, too).
-                return SubagentReply(result=await work, waited_s=waited, queued_s=queued, node=self._node())
+                result = await work
+                return SubagentReply(result=result, waited_s=waited, queued_s=queued, node=self._node(),
+                                     usage=meter.usage)
             # asyncio.wait, not wait_for: a tool that itself raises TimeoutError is its own failure.
             await asyncio.wait({work}, timeout=request.timeout)
         except asyncio.CancelledError:
@@ -344,7 +362,8 @@ class SubagentActor:
             self._orphans.add(work)
             return SubagentReply(timed_out=True, stopped=interruptible(self._caller, request.skill), waited_s=waited,
                                  queued_s=queued, node=self._node())
-        return SubagentReply(result=work.result(), waited_s=waited, queued_s=queued, node=self._node())
+        return SubagentReply(result=work.result(), waited_s=waited, queued_s=queued, node=self._node(),
+                             usage=meter.usage)
 
     async def _run_tool(self, name: str, arguments: dict[str, Any], trace_context: dict[str, str] | None) -> ToolCallResult:
         with subagent_span(name, trace_context):  # the skill's spans nest under its handoff

@@ -32,6 +32,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
 import ray
+from pydantic import BaseModel, ConfigDict
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -54,6 +55,7 @@ __all__ = [
     "METRICS", "MetricSpec", "BUCKETS", "serve_metrics", "MetricsServer", "flush", "enable", "disable", "enabled",
     "forget", "run_closed", "KEEP_CLOSED_S", "families", "render", "record_apply", "record_snapshot", "record_handoff", "record_semaphore_wait",
     "add_in_flight", "set_state_version", "record_subagent_call", "record_queue_wait", "add_replicas", "request_flush", "read_totals", "handoffs_in_flight",
+    "record_llm_request", "record_budget_wait", "record_run_tokens", "TokenTotals", "llm_token_totals", "run_token_totals",
 ]
 
 _log = logging.getLogger(__name__)
@@ -85,6 +87,12 @@ METRICS: dict[str, MetricSpec] = {
     # Per pool (a caller's pool key and a skill), not per run: a pool serves many runs.
     "soloist_subagent_queue_wait_seconds": MetricSpec("histogram", ("pool", "skill"), "Time a subagent call waited before its body started: for a replica to be up, in its lane and for its permit."),
     "soloist_subagent_replicas": MetricSpec("gauge_add", ("pool", "skill"), "Subagent replicas up now, counted in Ray's actor table at scrape time (0 for a pool whose replicas all retired)."),
+    # Model calls, per model across every run (recorded where the call is made, from the usage the response reported).
+    "soloist_llm_tokens_total": MetricSpec("counter", ("model", "kind"), "Tokens used by model calls, by model and kind (input, output), as the responses reported them."),
+    "soloist_llm_requests_total": MetricSpec("counter", ("model", "outcome"), "Model requests made, by model and outcome (ok, error)."),
+    "soloist_budget_wait_seconds": MetricSpec("histogram", ("scope",), "Time a grant of a budgeted semaphore scope was held back by its requests/tokens-per-window budget."),
+    # Per run and agent (the skill that made the model calls), recorded by the process that handed off.
+    "soloist_run_tokens_total": MetricSpec("counter", ("orchestrator", "skill", "kind"), "Tokens used by the model calls of a run's handoffs, by skill (the agent) and kind (input, output)."),
 }
 
 #: Histogram upper bounds in seconds (``+Inf`` is implied).
@@ -330,6 +338,68 @@ def record_queue_wait(pool: str, skill: str, seconds: float) -> None:
 def add_replicas(pool: str, skill: str, delta: int) -> None:
     if _recorder.enabled:
         _recorder.add(("soloist_subagent_replicas", (pool, skill)), float(delta))
+
+
+def record_llm_request(model: str, outcome: str, input_tokens: int = 0, output_tokens: int = 0) -> None:
+    """One model request (``outcome``: ok or error) and the tokens its response reported."""
+    if _recorder.enabled:
+        _recorder.inc(("soloist_llm_requests_total", (model, outcome)))
+        if input_tokens:
+            _recorder.inc(("soloist_llm_tokens_total", (model, "input")), float(input_tokens))
+        if output_tokens:
+            _recorder.inc(("soloist_llm_tokens_total", (model, "output")), float(output_tokens))
+
+
+def record_budget_wait(scope: str, seconds: float) -> None:
+    """A grant of a budgeted scope was held back by its budget for ``seconds`` (0 when it was not)."""
+    if _recorder.enabled:
+        _recorder.observe(("soloist_budget_wait_seconds", (scope,)), seconds)
+
+
+def record_run_tokens(orchestrator: str, skill: str, input_tokens: int, output_tokens: int) -> None:
+    """The tokens the model calls of one of ``orchestrator``'s handoffs (to ``skill``) used."""
+    if _recorder.enabled:
+        if input_tokens:
+            _recorder.inc(("soloist_run_tokens_total", (orchestrator, skill, "input")), float(input_tokens))
+        if output_tokens:
+            _recorder.inc(("soloist_run_tokens_total", (orchestrator, skill, "output")), float(output_tokens))
+
+
+class TokenTotals(BaseModel):
+    """Tokens used, by kind, as the metrics count them."""
+
+    model_config = ConfigDict(frozen=True)
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+def _add(found: dict[Any, TokenTotals], key: Any, kind: str, value: float) -> None:
+    now = found.get(key, TokenTotals())
+    field = "input_tokens" if kind == "input" else "output_tokens"
+    found[key] = now.model_copy(update={field: getattr(now, field) + int(value)})
+
+
+def llm_token_totals(totals: MetricsDelta) -> dict[str, TokenTotals]:
+    """``soloist_llm_tokens_total`` in ``totals``, by model."""
+    found: dict[Any, TokenTotals] = {}
+    for (name, labels), value in totals.counters.items():
+        if name == "soloist_llm_tokens_total":
+            _add(found, labels[0], labels[1], value)
+    return found
+
+
+def run_token_totals(totals: MetricsDelta) -> dict[tuple[str, str], TokenTotals]:
+    """``soloist_run_tokens_total`` in ``totals``, by (run, skill)."""
+    found: dict[Any, TokenTotals] = {}
+    for (name, labels), value in totals.counters.items():
+        if name == "soloist_run_tokens_total":
+            _add(found, (labels[0], labels[1]), labels[2], value)
+    return found
 
 
 # ------------------------------------------------------------------ exposition

@@ -17,6 +17,10 @@ Two kinds of lease:
 
 Every grant gets a ``generation`` (strictly increasing per table, also across recovery):
 the fencing token a holder checks its copy against before it reuses a lease.
+
+A table may also have a budget (``BudgetWindow``: requests and tokens per sliding window):
+the head of the queue is then granted only when the window has room for it too, each grant
+is charged, and each release settles the charge with the usage it reports.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
+
+from cluster.semaphore._budget import BudgetWindow
 
 __all__ = ["LeaseTable", "MAX_TOMBSTONES", "Outcome", "SemaphoreState"]
 
@@ -66,6 +72,8 @@ class _Waiter:
     limit: int
     parked_at: float
     guarded: bool = False
+    # Tokens to reserve from the budget (None: the budget's default reservation).
+    tokens: int | None = None
 
 
 class LeaseTable:
@@ -83,11 +91,20 @@ class LeaseTable:
     """
 
     def __init__(
-        self, scope: str, permits: int, ttl_s: float, *, now: float, recovering: bool, held_open: bool = False
+        self, scope: str, permits: int, ttl_s: float, *, now: float, recovering: bool, held_open: bool = False,
+        budget: BudgetWindow | None = None,
     ) -> None:
         self.scope = scope
         self.permits = permits
         self.ttl_s = ttl_s
+        # Requests and tokens per window (None: the cap alone decides).
+        self.budget = budget
+        # Since when the head of the queue has been held back by the budget alone (None: it is not).
+        self._blocked_since: float | None = None
+        # The latest ``now`` any method was given (statistics read the budget as of then).
+        self._last_now = now
+        # The budget wait of the latest grants (lease_id -> seconds), read once by the service.
+        self._budget_waits: dict[str, float] = {}
         self._state: SemaphoreState = "recovering" if recovering else "serving"
         # Meaningful only while recovering: when service resumes.
         self._recovering_until = now + ttl_s if recovering else now
@@ -114,16 +131,17 @@ class LeaseTable:
         return self._state
 
     def request(
-        self, lease_id: str, holder: str, limit: int, now: float, *, guarded: bool = False
+        self, lease_id: str, holder: str, limit: int, now: float, *, guarded: bool = False, tokens: int | None = None
     ) -> tuple[Outcome, list[tuple[str, Outcome]]]:
-        """Grant, park, or refuse a request; idempotent per ``lease_id``."""
+        """Grant, park, or refuse a request; idempotent per ``lease_id``. ``tokens``: what to
+        reserve from the budget (None: its default reservation)."""
         decided = self._advance(now)
         if lease_id in self._leases:
             return "granted", decided
         if lease_id in self._tombstones:
             return "withdrawn", decided
         if lease_id not in self._waiters:
-            self._waiters[lease_id] = _Waiter(lease_id, holder, limit, now, guarded)
+            self._waiters[lease_id] = _Waiter(lease_id, holder, limit, now, guarded, tokens)
         decided += self._grant_waiters(now)
         mine = [outcome for lid, outcome in decided if lid == lease_id]
         others = [(lid, outcome) for lid, outcome in decided if lid != lease_id]
@@ -134,18 +152,24 @@ class LeaseTable:
         decided = self._advance(now)
         if lease_id in self._leases:
             return "granted", decided
-        if self._waiters.pop(lease_id, None) is None:
+        if self._left_queue(lease_id) is None:
             return "withdrawn", decided
         self._bury(lease_id)
         return "timeout", decided + self._grant_waiters(now)
 
-    def release(self, lease_id: str, now: float) -> tuple[bool, list[tuple[str, Outcome]]]:
-        """Free a granted lease or withdraw a parked request; False when neither exists."""
+    def release(
+        self, lease_id: str, now: float, used_tokens: int | None = None
+    ) -> tuple[bool, list[tuple[str, Outcome]]]:
+        """Free a granted lease or withdraw a parked request; False when neither exists.
+        ``used_tokens``: the usage the holder's work reported (settles its budget charge)."""
         decided = self._advance(now)
         self._bury(lease_id)
         if self._leases.pop(lease_id, None) is not None:
             self._released_total += 1
-        elif self._waiters.pop(lease_id, None) is not None:
+            self._budget_waits.pop(lease_id, None)
+            if self.budget is not None:
+                self.budget.settle(lease_id, used_tokens, now)
+        elif self._left_queue(lease_id) is not None:
             decided.append((lease_id, "withdrawn"))
         else:
             return False, decided
@@ -248,6 +272,8 @@ class LeaseTable:
         del self._leases[lease_id]
         self._bury(lease_id)
         self._expired_total += 1
+        if self.budget is not None:
+            self.budget.settle(lease_id, None, now)
         logger.warning(
             "semaphore %r: lease %s of %s freed: its holder no longer holds it (died or restarted)",
             self.scope, lease_id, record.holder, extra=_LOG_EXTRA,
@@ -268,6 +294,17 @@ class LeaseTable:
         """How many leases are held."""
         return len(self._leases)
 
+    def budget_wake_at(self, now: float) -> float | None:
+        """When the budget may let the waiting head of the queue through (None: nothing waits
+        on the budget, or only a release can make room)."""
+        if self.budget is None or self._blocked_since is None or not self._waiters:
+            return None
+        return self.budget.next_room_at(now)
+
+    def take_budget_wait(self, lease_id: str) -> float:
+        """Seconds the grant of ``lease_id`` was held back by the budget (read once; 0.0 after)."""
+        return self._budget_waits.pop(lease_id, 0.0)
+
     def reset_peak(self) -> None:
         """Restart the peak from the current number of held leases."""
         self._max_held = len(self._leases)
@@ -287,6 +324,7 @@ class LeaseTable:
             "ttl_s": self.ttl_s,
             "generation": self._generation,
             "suspects": sum(1 for r in self._leases.values() if r.probing),
+            "budget": None if self.budget is None else self.budget.statistics(self._last_now),
         }
 
     def _may_grant(self, limit: int) -> bool:
@@ -294,8 +332,13 @@ class LeaseTable:
         return self._state == "serving" and len(self._leases) < min(limit, self.permits)
 
     def _advance(self, now: float) -> list[tuple[str, Outcome]]:
+        self._last_now = now
         if self._state == "recovering" and now >= self._recovering_until and not self._held_open:
             self._state = "serving"
+            if self.budget is not None:
+                # Charges of leases from before the restart that nobody re-registered: their
+                # work may have reached the endpoint, so they count a window more from now.
+                self.budget.settle_unheld(set(self._leases), now)
             logger.info(
                 "semaphore %r: recovery window over, serving with %d leases re-registered",
                 self.scope, len(self._leases), extra=_LOG_EXTRA,
@@ -304,6 +347,8 @@ class LeaseTable:
             record = self._leases.pop(lease_id)
             self._bury(lease_id)
             self._expired_total += 1
+            if self.budget is not None:
+                self.budget.settle(lease_id, None, now)
             logger.warning(
                 "semaphore %r: lease %s of %s expired (not renewed for %.1fs); permit recovered",
                 self.scope, lease_id, record.holder, self.ttl_s, extra=_LOG_EXTRA,
@@ -316,6 +361,16 @@ class LeaseTable:
             head = next(iter(self._waiters.values()))
             if not self._may_grant(head.limit):
                 break
+            if self.budget is not None:
+                if not self.budget.has_room(head.tokens, now):
+                    if self._blocked_since is None:
+                        self._blocked_since = now
+                    break
+                waited = 0.0 if self._blocked_since is None else now - self._blocked_since
+                self._blocked_since = None
+                self.budget.note_wait(waited)
+                self.budget.charge(head.lease_id, head.tokens, now)
+                self._budget_waits[head.lease_id] = waited
             del self._waiters[head.lease_id]
             self._generation += 1
             self._leases[head.lease_id] = _LeaseRecord(
@@ -326,6 +381,12 @@ class LeaseTable:
             self._max_held = max(self._max_held, len(self._leases))
             granted.append((head.lease_id, "granted"))
         return granted
+
+    def _left_queue(self, lease_id: str) -> _Waiter | None:
+        """Take a parked request out of the queue; a new head starts its budget wait afresh."""
+        if self._waiters and next(iter(self._waiters)) == lease_id:
+            self._blocked_since = None
+        return self._waiters.pop(lease_id, None)
 
     def _bury(self, lease_id: str) -> None:
         self._tombstones[lease_id] = None

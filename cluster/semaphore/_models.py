@@ -6,6 +6,7 @@ import math
 
 from pydantic import BaseModel
 
+from cluster.semaphore._budget import BudgetStatistics
 from cluster.semaphore._lease_table import SemaphoreState
 
 __all__ = [
@@ -51,6 +52,8 @@ class SemaphoreStatistics(BaseModel, frozen=True):
     runs: int = 0
     retired: bool = False
     service: str = ""
+    budget: BudgetStatistics | None = None
+    """The scope's budget window (None: the scope has no budget)."""
 
 
 class ServiceStatistics(BaseModel, frozen=True):

@@ -20,10 +20,12 @@ import asyncio
 import logging
 from typing import Any, Literal, NamedTuple
 
+from cluster.semaphore._budget import Budget
+from cluster.semaphore._budget_records import BudgetRecords
 from cluster.semaphore._lease_table import LeaseTable, Outcome
 from coordinators.exceptions import SoloistError
 
-__all__ = ["ScopeKey", "ScopeGone", "ScopeEntry", "ScopeStatus", "Detached"]
+__all__ = ["ScopeKey", "ScopeConfig", "ScopeGone", "ScopeEntry", "ScopeStatus", "Detached"]
 
 logger = logging.getLogger(__name__)
 _LOG_EXTRA = {"component": "cluster-semaphore"}
@@ -37,14 +39,20 @@ still held (its table is dropped once they are released); the last run left, non
 
 
 class ScopeKey(NamedTuple):
-    """What a facade sends with each call: the scope and its configuration, so a service
-    that restarted (and lost its tables) can rebuild the table, and whether the facade may
-    create the scope (its constructor's, until the service first answered it)."""
+    """What a facade sends with each call: the scope and its configuration (its cap, its
+    leases' TTL and its budget), so a service that restarted (and lost its tables) can
+    rebuild the table, and whether the facade may create the scope (its constructor's,
+    until the service first answered it)."""
 
     scope: str
     permits: int
     ttl_s: float
     create: bool = False
+    budget: Budget | None = None
+
+
+ScopeConfig = tuple[int, float, Budget | None]
+"""A scope's configuration as the service answers it: ``(permits, ttl_s, budget)``."""
 
 
 class ScopeGone(SoloistError, RuntimeError):
@@ -78,8 +86,10 @@ _Parked = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
 class ScopeEntry:
     """One scope's table and everything parked on it (the service's lock guards it all)."""
 
-    def __init__(self, table: LeaseTable, *, runs_known: bool) -> None:
+    def __init__(self, table: LeaseTable, *, runs_known: bool, records: BudgetRecords | None = None) -> None:
         self.table = table
+        # Where the budget's charges are kept outside the service (a budgeted table only).
+        self.records = records
         # lease_id -> the acquire calls parked on it (one per call, usually one).
         self.listeners: dict[str, list[_Parked]] = {}
         # Contention watches parked until "anyone waiting" changes from what they saw.
@@ -113,8 +123,15 @@ class ScopeEntry:
         else:
             self.listeners.pop(lease_id, None)
 
+    def config(self) -> ScopeConfig:
+        table = self.table
+        return table.permits, table.ttl_s, None if table.budget is None else table.budget.budget
+
     def wake(self, decided: list[tuple[str, Outcome]]) -> None:
-        """Resolve the parked calls of decided requests and the contention watches."""
+        """Resolve the parked calls of decided requests and the contention watches; first
+        write the budget's new charges out, so a grant is recorded before anyone hears of it."""
+        if self.records is not None and self.table.budget is not None:
+            self.records.write(*self.table.budget.drain_changes())
         for lease_id, outcome in decided:
             for loop, fut in self.listeners.pop(lease_id, []):
                 self._post(loop, _settle, fut, outcome)

@@ -24,6 +24,13 @@ anything new is granted). That holds for a scope created anew in that window too
 service cannot tell it from one it lost, and the cap comes first. Runs from before are
 unknown: a table rebuilt by a call other than a run's join never retires on its own.
 
+Budgets: a scope may have a ``Budget`` (requests and tokens per sliding window, see
+``_budget``): its table then grants the head of the queue only when the window has room,
+and the window's charges are kept in the cluster's key-value store as they change
+(``_budget_records``), so a restarted service (or the scope opened anew) starts from the
+window as it was, not from an empty one. The sweep wakes when a charge leaves a window
+that a waiting grant needs.
+
 A holder paused past that window (SIGSTOP, a swapped-out node) cannot renew in time, yet its
 work goes on when it resumes. So the owners of guarded leases are also recorded outside the
 service, in the cluster's key-value store (one key per owner, written before its first lease
@@ -48,8 +55,10 @@ from ray.exceptions import ActorUnavailableError, RayActorError
 from cluster.connect import actor_was_restarted
 from cluster.semaphore._owner_records import OwnerRecords
 from cluster.heap import freeze_startup_objects
+from cluster.semaphore._budget import BudgetWindow
+from cluster.semaphore._budget_records import BudgetRecords
 from cluster.semaphore._lease_table import LeaseTable, Outcome
-from cluster.semaphore._scope import Detached, ScopeEntry, ScopeGone, ScopeKey
+from cluster.semaphore._scope import Detached, ScopeConfig, ScopeEntry, ScopeGone, ScopeKey
 
 __all__ = ["SemaphoreService", "MAX_DROPPED"]
 
@@ -110,22 +119,22 @@ class SemaphoreService:
     # ------------------------------------------------------------------ scopes
 
     @ray.method(concurrency_group="control")
-    async def open_scope(self, key: ScopeKey) -> tuple[int, float] | None:
-        """``(permits, ttl_s)`` of the scope, created when missing if ``key`` may create it
-        (or rebuilt after a restart); None when the service holds no table for it."""
+    async def open_scope(self, key: ScopeKey) -> ScopeConfig | None:
+        """``(permits, ttl_s, budget)`` of the scope, created when missing if ``key`` may
+        create it (or rebuilt after a restart); None when the service holds no table for it."""
         with self._lock:
             try:
                 entry = self._entry(key)
             except ScopeGone:
                 return None
-            return entry.table.permits, entry.table.ttl_s
+            return entry.config()
 
     @ray.method(concurrency_group="control")
-    async def config(self, scope: str) -> tuple[int, float] | None:
-        """``(permits, ttl_s)`` of the scope, or None when the service holds no table for it."""
+    async def config(self, scope: str) -> ScopeConfig | None:
+        """``(permits, ttl_s, budget)`` of the scope, or None when the service holds no table for it."""
         with self._lock:
             entry = self._scopes.get(scope)
-            return None if entry is None else (entry.table.permits, entry.table.ttl_s)
+            return None if entry is None else entry.config()
 
     @ray.method(concurrency_group="control")
     async def destroy_scope(self, scope: str) -> bool:
@@ -133,37 +142,49 @@ class SemaphoreService:
         with self._lock:
             if scope not in self._scopes:
                 return False
+            entry = self._scopes[scope]
             self._drop(scope, "destroyed")
+            if entry.records is not None:
+                entry.records.clear()
             return True
 
     # ------------------------------------------------------------------ leases
 
     @ray.method(concurrency_group="acquire")
     async def acquire(
-        self, key: ScopeKey, lease_id: str, holder: str, limit: int, timeout: float | None, owner: Any = None
-    ) -> tuple[Outcome, int]:
-        """Park until granted; returns (``granted``/``timeout``/``withdrawn``, generation).
+        self, key: ScopeKey, lease_id: str, holder: str, limit: int, timeout: float | None, owner: Any = None,
+        tokens: int | None = None,
+    ) -> tuple[Outcome, int, float]:
+        """Park until granted; returns (``granted``/``timeout``/``withdrawn``, generation,
+        seconds the scope's budget held the grant back).
 
         ``owner``: the actor that will hold the lease and run the work it admits; the lease
-        is then guarded (see ``LeaseTable``).
+        is then guarded (see ``LeaseTable``). ``tokens``: what to reserve from the scope's
+        budget (None: the budget's default reservation); ``BudgetConfigError`` when that
+        could never be granted.
         """
         loop = asyncio.get_running_loop()
         with self._lock:
             entry = self._entry(key)
             if entry.retired:
-                return "withdrawn", 0
+                return "withdrawn", 0, 0.0
+            table = entry.table
+            if table.budget is not None:
+                table.budget.check_fits(tokens)
             if owner is not None:
                 self._know_owner(holder, owner)
-            table = entry.table
-            outcome, decided = table.request(lease_id, holder, limit, time.monotonic(), guarded=owner is not None)
+            outcome, decided = table.request(lease_id, holder, limit, time.monotonic(), guarded=owner is not None,
+                                             tokens=tokens)
             entry.wake(decided)
             if outcome != "parked" or timeout == 0:
                 if outcome == "parked":
                     outcome, decided = table.give_up(lease_id, time.monotonic())
                     entry.wake(decided)
-                return outcome, table.generation_of(lease_id) or 0
+                return outcome, table.generation_of(lease_id) or 0, table.take_budget_wait(lease_id)
             fut: asyncio.Future[Outcome] = loop.create_future()
             entry.park(lease_id, loop, fut)
+            if table.budget_wake_at(time.monotonic()) is not None:
+                self._kick.set()  # the sweep wakes when the window has room, not an interval later
         try:
             outcome = await asyncio.wait_for(fut, timeout)
         except asyncio.TimeoutError:
@@ -180,15 +201,18 @@ class SemaphoreService:
                 self._drop_if_done(entry)
             raise
         with self._lock:
-            return outcome, entry.table.generation_of(lease_id) or 0
+            return outcome, entry.table.generation_of(lease_id) or 0, entry.table.take_budget_wait(lease_id)
 
     @ray.method(concurrency_group="control")
-    async def release(self, key: ScopeKey, lease_id: str) -> bool:
-        """Free a lease or withdraw a parked request; False if unknown (idempotent)."""
+    async def release(self, key: ScopeKey, lease_id: str, used_tokens: int | None = None) -> bool:
+        """Free a lease or withdraw a parked request; False if unknown (idempotent).
+        ``used_tokens``: the usage the lease's work reported (settles its budget charge)."""
         with self._lock:
             entry = self._entry(key)
-            released, decided = entry.table.release(lease_id, time.monotonic())
+            released, decided = entry.table.release(lease_id, time.monotonic(), used_tokens)
             entry.wake(decided)
+            if entry.table.budget_wake_at(time.monotonic()) is not None:
+                self._kick.set()
             self._drop_if_done(entry)
         return released
 
@@ -289,10 +313,10 @@ class SemaphoreService:
     # -------------------------------------------------------------------- runs
 
     @ray.method(concurrency_group="control")
-    async def attach_run(self, key: ScopeKey, run: str, orchestrator: Any) -> tuple[int, float]:
+    async def attach_run(self, key: ScopeKey, run: str, orchestrator: Any) -> ScopeConfig:
         """Record that ``run`` (its actor ``orchestrator``) uses the scope, created with the
         key's configuration if missing; a retired scope serves again. Returns the scope's
-        ``(permits, ttl_s)``, whatever the key asked for (a run joins the scope as it is)."""
+        ``(permits, ttl_s, budget)``, whatever the key asked for (a run joins the scope as it is)."""
         # ActorHandle has no public id accessor; _actor_id is stable across Ray releases.
         actor_id = orchestrator._actor_id.hex()
         with self._lock:
@@ -302,7 +326,7 @@ class SemaphoreService:
                 self._unlink(previous, entry.scope, run)
             _, hosted = self._run_actors.setdefault(actor_id, (orchestrator, set()))
             hosted.add((entry.scope, run))
-            return entry.table.permits, entry.table.ttl_s
+            return entry.config()
 
     @ray.method(concurrency_group="control")
     async def detach_run(self, scope: str, run: str) -> Detached | None:
@@ -339,9 +363,17 @@ class SemaphoreService:
         # its own would), so leases from before are re-registered before anything is granted.
         # Or at any time while an owner from before the restart has not answered.
         recovering = self._restarted and (now < self._started + key.ttl_s or bool(self._awaiting))
+        records = window = None
+        if key.budget is not None:
+            # The window as it was: a restart (or the scope opened anew) does not reset it.
+            records = BudgetRecords(key.scope)
+            window = BudgetWindow(key.budget, records.load())
+            if not recovering:
+                window.settle_unheld(set(), now)  # no lease from before is held here
         table = LeaseTable(key.scope, key.permits, key.ttl_s, now=self._started if recovering else now,
-                           recovering=recovering, held_open=bool(self._awaiting))
-        entry = ScopeEntry(table, runs_known=not rebuilt)
+                           recovering=recovering, held_open=bool(self._awaiting), budget=window)
+        entry = ScopeEntry(table, runs_known=not rebuilt, records=records)
+        entry.wake([])  # writes out what the load settled
         self._scopes[key.scope] = entry
         self._dropped.pop(key.scope, None)
         self._ttls[key.ttl_s] += 1
@@ -422,10 +454,15 @@ class SemaphoreService:
                 self._probes[ref.future()] = (ref, holder, items, now)
 
     def _pause(self, interval: float) -> None:
-        """Until the next sweep: one interval, cut short by a probe's answer (while any is
-        out) or by a ``suspect`` report (while none is)."""
+        """Until the next sweep: one interval (shorter when a budget's window makes room for a
+        waiting grant sooner), cut short by a probe's answer (while any is out) or by a
+        ``suspect`` report or a budget's waiting grant (while none is)."""
         with self._lock:
             probes = list(self._probes)
+            now = time.monotonic()
+            wakes = [w for e in self._scopes.values() if (w := e.table.budget_wake_at(now)) is not None]
+        if wakes:
+            interval = max(0.0, min(interval, min(wakes) - now))
         if probes:
             concurrent.futures.wait(probes, timeout=interval, return_when=concurrent.futures.FIRST_COMPLETED)
         else:

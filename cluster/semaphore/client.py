@@ -22,6 +22,11 @@ configuration); within ``ttl_s`` of the restart the table is ``recovering``: it 
 nothing, and the heartbeats of live holders re-register the leases they hold, so the table
 is rebuilt before any new permit is granted.
 
+Budgets: a scope may also have a ``Budget`` (requests and tokens per sliding window, from
+the usage its holders report at release: see ``_budget``). Its grants then wait until the
+window has room, cluster-wide, and a restart of the service does not reset the window.
+``acquire(tokens=...)`` reserves an estimate; ``release(lease, used_tokens=...)`` settles it.
+
 Layout: ``_lease_table`` (the pure state machine), ``_scope`` (one scope inside a service),
 ``_service`` (the actor), ``_placement`` (which service holds a scope), ``_heartbeat`` (the
 per-process renewals), ``_models`` (the public models and argument checks), and here the facade.
@@ -43,8 +48,10 @@ from typing import Any, AsyncContextManager, TypeVar
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
+from cluster import metrics
 from cluster.connect import SOLOIST_NAMESPACE, wait_ref
 from cluster.exceptions import SemaphoreConfigConflict, SemaphoreTimeout, SemaphoreUnavailable
+from cluster.semaphore._budget import Budget, BudgetWindow
 from cluster.semaphore._heartbeat import actor_gone, done_acquiring, heartbeat_for, heartbeats_of, held_by_this_process, note_acquiring
 from cluster.semaphore._lease_table import Outcome
 from cluster.semaphore._models import (
@@ -56,7 +63,7 @@ from cluster.semaphore._models import (
     check_config,
 )
 from cluster.semaphore._placement import forget_service, running_service, service_for, service_name, service_names
-from cluster.semaphore._scope import Detached, ScopeGone, ScopeKey
+from cluster.semaphore._scope import Detached, ScopeConfig, ScopeGone, ScopeKey
 
 __all__ = [
     "ClusterSemaphore", "Lease", "SemaphoreStatistics", "ServiceStatistics", "HARD_MAX_PERMITS", "held_by_this_process",
@@ -80,7 +87,7 @@ def _no_table(scope: str) -> SemaphoreUnavailable:
     return SemaphoreUnavailable(f"semaphore {scope!r}: no service holds it (every run using it was closed)")
 
 
-def _config_of(scope: str, answer: tuple[int, float] | None) -> tuple[int, float]:
+def _config_of(scope: str, answer: ScopeConfig | None) -> ScopeConfig:
     if answer is None:
         raise _no_table(scope)
     return answer
@@ -107,8 +114,8 @@ def _default_holder() -> str:
 # --------------------------------------------------------------------------- the facade
 
 
-def _rebuild(scope: str, permits: int, ttl_s: float) -> ClusterSemaphore:
-    return ClusterSemaphore(scope, permits=permits, ttl_s=ttl_s)
+def _rebuild(scope: str, permits: int, ttl_s: float, budget: Budget | None = None) -> ClusterSemaphore:
+    return ClusterSemaphore(scope, permits=permits, ttl_s=ttl_s, budget=budget)
 
 
 class ClusterSemaphore:
@@ -118,12 +125,19 @@ class ClusterSemaphore:
     service if missing; the service itself is started on first use). The facade pickles (by
     scope, permits and ttl_s), so it can be shipped into actors; every copy talks to the
     same table.
+
+    ``budget``: requests and tokens per sliding window for the whole scope (see the module
+    docstring); None: the cap alone.
     """
 
     def __init__(
-        self, scope: str, *, permits: int = HARD_MAX_PERMITS, ttl_s: float = _DEFAULT_TTL_S, _handle: Any = None
+        self, scope: str, *, permits: int = HARD_MAX_PERMITS, ttl_s: float = _DEFAULT_TTL_S,
+        budget: Budget | None = None, _handle: Any = None,
     ) -> None:
         check_config(scope, permits, ttl_s)
+        if budget is not None and not isinstance(budget, Budget):
+            raise TypeError(f"ClusterSemaphore(budget=...) takes a cluster.semaphore.Budget or None, "
+                            f"got {type(budget).__name__}")
         if not ray.is_initialized():
             raise SemaphoreUnavailable(
                 f"semaphore {scope!r}: Ray is not initialised; call cluster.connect() "
@@ -132,6 +146,7 @@ class ClusterSemaphore:
         self._scope = scope
         self._permits = permits
         self._ttl_s = float(ttl_s)
+        self._budget = budget
         self._name = service_name(scope)
         # A facade joined to a live table (``existing``) never creates one; a constructed
         # one creates the scope until the service has answered it once (then the scope
@@ -161,11 +176,11 @@ class ClusterSemaphore:
         if handle is None:
             raise _no_table(scope)
         try:
-            permits, ttl_s = _config_of(scope, wait_ref(handle.config.remote(scope)))
+            permits, ttl_s, budget = _config_of(scope, wait_ref(handle.config.remote(scope)))
         except RayActorError:
             forget_service(service_name(scope), handle)
             raise _no_table(scope) from None
-        return cls(scope, permits=permits, ttl_s=ttl_s, _handle=handle)
+        return cls(scope, permits=permits, ttl_s=ttl_s, budget=budget, _handle=handle)
 
     @classmethod
     async def existing_async(cls, scope: str) -> ClusterSemaphore:
@@ -178,19 +193,21 @@ class ClusterSemaphore:
         if handle is None:
             raise _no_table(scope)
         try:
-            permits, ttl_s = _config_of(scope, await handle.config.remote(scope))
+            permits, ttl_s, budget = _config_of(scope, await handle.config.remote(scope))
         except RayActorError:
             forget_service(service_name(scope), handle)
             raise _no_table(scope) from None
-        return cls(scope, permits=permits, ttl_s=ttl_s, _handle=handle)
+        return cls(scope, permits=permits, ttl_s=ttl_s, budget=budget, _handle=handle)
 
     @classmethod
-    def open(cls, scope: str, *, permits: int = HARD_MAX_PERMITS, ttl_s: float = _DEFAULT_TTL_S) -> ClusterSemaphore:
+    def open(
+        cls, scope: str, *, permits: int = HARD_MAX_PERMITS, ttl_s: float = _DEFAULT_TTL_S, budget: Budget | None = None
+    ) -> ClusterSemaphore:
         """Join the scope's live table whatever its configuration, or create it with this one."""
         try:
             return cls.existing(scope)
         except SemaphoreUnavailable:
-            return cls(scope, permits=permits, ttl_s=ttl_s)
+            return cls(scope, permits=permits, ttl_s=ttl_s, budget=budget)
 
     @classmethod
     def join_run(
@@ -214,8 +231,9 @@ class ClusterSemaphore:
         while True:
             handle = service_for(scope)
             try:
-                permits, ttl_s = wait_ref(handle.attach_run.remote(key, run, orchestrator), timeout=start_timeout)
-                return cls(scope, permits=permits, ttl_s=ttl_s, _handle=handle)
+                permits, ttl_s, budget = wait_ref(handle.attach_run.remote(key, run, orchestrator),
+                                                  timeout=start_timeout)
+                return cls(scope, permits=permits, ttl_s=ttl_s, budget=budget, _handle=handle)
             except GetTimeoutError:
                 raise SemaphoreUnavailable(
                     f"semaphore {scope!r}: its actor did not answer run {run!r} within {start_timeout:g}s "
@@ -297,15 +315,24 @@ class ClusterSemaphore:
         """Seconds a plain lease lives without renewal."""
         return self._ttl_s
 
-    def __repr__(self) -> str:
-        return f"ClusterSemaphore({self._scope!r}, permits={self._permits}, ttl_s={self._ttl_s:g})"
+    @property
+    def budget(self) -> Budget | None:
+        """The scope's requests and tokens per window (None: the cap alone)."""
+        return self._budget
 
-    def __reduce__(self) -> tuple[Callable[[str, int, float], ClusterSemaphore], tuple[str, int, float]]:
+    def __repr__(self) -> str:
+        budget = "" if self._budget is None else f", budget={self._budget!r}"
+        return f"ClusterSemaphore({self._scope!r}, permits={self._permits}, ttl_s={self._ttl_s:g}{budget})"
+
+    def __reduce__(
+        self,
+    ) -> tuple[Callable[[str, int, float, Budget | None], ClusterSemaphore], tuple[str, int, float, Budget | None]]:
         """Pickle by configuration; the copy reattaches to the same table."""
-        return (_rebuild, (self._scope, self._permits, self._ttl_s))
+        return (_rebuild, (self._scope, self._permits, self._ttl_s, self._budget))
 
     async def acquire(
-        self, *, limit: int = HARD_MAX_PERMITS, timeout: float | None = None, holder: str | None = None, owner: Any = None
+        self, *, limit: int = HARD_MAX_PERMITS, timeout: float | None = None, holder: str | None = None, owner: Any = None,
+        tokens: int | None = None,
     ) -> Lease:
         """Wait for a permit while fewer than ``min(limit, permits)`` are held cluster-wide.
 
@@ -320,9 +347,18 @@ class ClusterSemaphore:
         the scope is gone or retired, ``SemaphoreConfigConflict`` if the scope has another
         configuration. If the caller is cancelled, the request is withdrawn (or the permit
         released) before the cancellation goes on.
+
+        ``tokens``: on a scope with a budget, the tokens to reserve for the work this permit
+        admits (an estimate: the prompt and ``max_tokens``); None reserves the budget's
+        ``reserve_tokens``. Release with ``used_tokens`` to settle it. A reservation larger
+        than the whole budget raises ``BudgetConfigError`` (it could never be granted).
         """
         check_acquire(limit, timeout, holder)
+        if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0):
+            raise ValueError(f"acquire(tokens=...) must be None or an int >= 0, got {tokens!r}")
         await self._check_config_once()
+        if self._budget is not None:
+            BudgetWindow(self._budget).check_fits(tokens)
         if owner is not None:
             holder = f"actor:{ray.get_runtime_context().get_worker_id()}"
         lease = Lease(
@@ -335,10 +371,12 @@ class ClusterSemaphore:
             note_acquiring(lease.lease_id)  # a probe meanwhile counts it as held (see note_acquiring)
         try:
             try:
-                outcome, generation = await self._request(lease, deadline, owner)
+                outcome, generation, budget_wait = await self._request(lease, deadline, owner, tokens)
             except BaseException:
                 await self._withdraw(lease)
                 raise
+            if self._budget is not None and outcome == "granted":
+                metrics.record_budget_wait(self._scope, budget_wait)
             if outcome == "granted":
                 lease = lease.model_copy(update={"generation": generation})
                 self._heartbeat.add(lease, self._key(), sent, owner)
@@ -358,9 +396,11 @@ class ClusterSemaphore:
             f"semaphore {self._scope!r}: request {lease.lease_id} got outcome {outcome!r}"
         )
 
-    async def release(self, lease: Lease) -> bool:
+    async def release(self, lease: Lease, *, used_tokens: int | None = None) -> bool:
         """Return a permit; False if it was unknown, already released, or had expired.
 
+        ``used_tokens``: the tokens the admitted work used, as its responses reported them
+        (settles the grant's charge on a budgeted scope; None keeps the reservation).
         Raises ``SemaphoreUnavailable`` if the scope is gone (the permit went with it).
         """
         if not isinstance(lease, Lease):
@@ -370,9 +410,9 @@ class ClusterSemaphore:
                 f"lease {lease.lease_id} belongs to scope {lease.scope!r}, not {self._scope!r}"
             )
         self._heartbeat.discard(lease.lease_id)
-        return await self._call(lambda key: self._handle.release.remote(key, lease.lease_id))
+        return await self._call(lambda key: self._handle.release.remote(key, lease.lease_id, used_tokens))
 
-    def release_nowait(self, lease: Lease) -> None:
+    def release_nowait(self, lease: Lease, *, used_tokens: int | None = None) -> None:
         """Send the release without waiting for the answer (no event loop needed).
 
         The cap stays safe: the service counts the permit as held until it processes the
@@ -382,7 +422,7 @@ class ClusterSemaphore:
         if lease.scope != self._scope:
             raise ValueError(f"lease {lease.lease_id} belongs to scope {lease.scope!r}, not {self._scope!r}")
         self._heartbeat.discard(lease.lease_id)
-        self._handle.release.remote(self._key(), lease.lease_id)
+        self._handle.release.remote(self._key(), lease.lease_id, used_tokens)
 
     def hold(self, *, limit: int = HARD_MAX_PERMITS, timeout: float | None = None) -> AsyncContextManager[Lease]:
         """``async with sem.hold(limit=n):`` acquire, run the body, release (also on cancel)."""
@@ -437,7 +477,7 @@ class ClusterSemaphore:
     # -- internals --------------------------------------------------------------------
 
     def _key(self) -> ScopeKey:
-        return ScopeKey(self._scope, self._permits, self._ttl_s, self._creates and not self._known)
+        return ScopeKey(self._scope, self._permits, self._ttl_s, self._creates and not self._known, self._budget)
 
     async def _check_config_once(self) -> None:
         if self._config_checked:
@@ -445,29 +485,32 @@ class ClusterSemaphore:
         answer = await self._call(lambda key: self._handle.open_scope.remote(key))
         if answer is None:
             raise self._gone()
-        permits, ttl_s = answer
-        if (permits, ttl_s) != (self._permits, self._ttl_s):
+        permits, ttl_s, budget = answer
+        if (permits, ttl_s, budget) != (self._permits, self._ttl_s, self._budget):
             raise SemaphoreConfigConflict(
                 f"semaphore {self._scope!r} already exists with permits={permits}, "
-                f"ttl_s={ttl_s:g}; asked for permits={self._permits}, ttl_s={self._ttl_s:g}"
+                f"ttl_s={ttl_s:g}, budget={budget!r}; asked for permits={self._permits}, ttl_s={self._ttl_s:g}, "
+                f"budget={self._budget!r} (join it as it is with ClusterSemaphore.open or .existing)"
             )
         self._config_checked = True
 
-    async def _request(self, lease: Lease, deadline: float | None, owner: Any) -> tuple[Outcome, int]:
+    async def _request(
+        self, lease: Lease, deadline: float | None, owner: Any, tokens: int | None
+    ) -> tuple[Outcome, int, float]:
         """Ask the service for ``lease``, retrying the same id across service restarts."""
-        async def submit(key: ScopeKey) -> tuple[Outcome, int]:
+        async def submit(key: ScopeKey) -> tuple[Outcome, int, float]:
             args = (key, lease.lease_id, lease.holder, lease.limit)
             if deadline is None:
-                outcome, generation = await self._handle.acquire.remote(*args, None, owner)
-                return outcome, generation
+                outcome, generation, waited = await self._handle.acquire.remote(*args, None, owner, tokens)
+                return outcome, generation, waited
             remaining = max(0.0, deadline - time.monotonic())
-            ref = self._handle.acquire.remote(*args, remaining, owner)
+            ref = self._handle.acquire.remote(*args, remaining, owner, tokens)
             try:
                 # The service answers by the deadline; the grace only covers a restart in between.
-                outcome, generation = await asyncio.wait_for(ref, remaining + _DEADLINE_GRACE_S)
-                return outcome, generation
+                outcome, generation, waited = await asyncio.wait_for(ref, remaining + _DEADLINE_GRACE_S)
+                return outcome, generation, waited
             except asyncio.TimeoutError:
-                return "timeout", 0  # the caller withdraws the request, wherever it is
+                return "timeout", 0, 0.0  # the caller withdraws the request, wherever it is
 
         return await self._call(submit)
 

@@ -1,0 +1,86 @@
+"""A model endpoint as one scope shared by every run: its cap of four and its tokens-per-window
+budget hold across the cluster, waiting rather than failing, and across a restart of the
+semaphore service.
+
+Counted at the server the calls reach (``ChatServer`` with a ``TokenLimit``: it refuses with
+429 anything over its own tokens-per-window count, and counts the requests in flight), never
+by the runtime's own counters; the metrics are read from the collector (what ``/metrics``
+serves) and compared with what the server served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest
+import ray
+
+from actors import Call, ChatOutput, LlmCaller, LlmConfig, Orchestrator, parallel_handoff
+from cluster import ClusterSemaphore
+from cluster.metrics import MetricsDelta, llm_token_totals, read_totals, run_token_totals
+from cluster.semaphore import Budget, endpoint_scope
+from coordinators import AgentState
+from tests._waits import eventually
+from tests.actors.servers.chat_server import ChatServer, TokenLimit
+
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session"), pytest.mark.timeout(600)]
+
+MAX_TOKENS = 8
+
+
+def _chat(i: int) -> Call:
+    text = f"conversation {i:03d}: answer in a word, please"
+    return Call("llm.chat", {"messages": [{"role": "user", "content": text}], "max_tokens": MAX_TOKENS})
+
+
+async def _totals() -> MetricsDelta:
+    return await asyncio.to_thread(read_totals)
+
+
+def _count(totals: MetricsDelta, name: str, labels: tuple[str, ...]) -> float:
+    return totals.counters.get((name, labels), 0.0)
+
+
+async def test_conversations_of_many_runs_share_the_endpoints_cap_and_token_budget_without_a_refusal() -> None:
+    budget = Budget(tokens=90, window_s=1.0)
+    model = f"m-{uuid.uuid4().hex[:8]}"
+    with ChatServer(limit=TokenLimit(tokens=budget.tokens or 0, window_s=budget.window_s)) as server:
+        config = LlmConfig.from_env(base_url=server.base_url, model=model, budget=budget)
+        llm = LlmCaller(config, replicas=2)
+        runs = [Orchestrator(AgentState(), caller=llm) for _ in range(3)]
+        try:
+            started = time.monotonic()
+            batches = await asyncio.gather(*(
+                parallel_handoff(orch, [_chat(r * 8 + i) for i in range(8)], ChatOutput) for r, orch in enumerate(runs)))
+            wall = time.monotonic() - started
+            names = [orch.name for orch in runs]
+        finally:
+            for orch in runs:
+                await orch.close()
+        errors = [r.error for batch in batches for r in batch if r.error is not None]
+        assert errors == []
+        assert server.refused == 0, f"{server.refused} requests were refused by the server's own limit"
+        assert len(server.served_at) == 24
+        assert server.max_in_flight <= 4, server.max_in_flight
+        floor = budget.floor_s(requests=24, tokens=server.tokens_served)
+        span = server.served_at[-1] - server.served_at[0]
+        assert span >= floor and wall >= floor, (span, wall, floor)
+        print(f"24 requests, {server.tokens_served} tokens at {budget.tokens}/{budget.window_s:g}s: wall {wall:.2f}s, "
+              f"span at the server {span:.2f}s, floor {floor:.2f}s ({wall / floor:.2f}x); peak in flight "
+              f"{server.max_in_flight}")
+
+        # What the server served is what the metrics count: per model, per run and agent, and the budget's waits.
+        def counted(t: MetricsDelta) -> bool:
+            by_model = llm_token_totals(t).get(model)
+            by_run = sum(v.total_tokens for (run, _), v in run_token_totals(t).items() if run in names)
+            return by_model is not None and by_model.total_tokens == server.tokens_served == by_run
+
+        totals = await eventually(_totals, counted, "token metrics match the server's count")
+        assert _count(totals, "soloist_llm_requests_total", (model, "ok")) == 24
+        per_run = {run: v.total_tokens for (run, skill), v in run_token_totals(totals).items() if run in names}
+        assert set(per_run) == set(names) and all(v > 0 for v in per_run.values())
+        counts, waited = totals.histograms[("soloist_budget_wait_seconds", (endpoint_scope(server.base_url, model),))]
+        assert sum(counts) == 24 and waited > 0
+
