@@ -11,21 +11,26 @@ from pathlib import Path
 
 import pytest
 
+from tests._cli_process import CliProcess
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
-SOLOIST = [sys.executable, "-m", "cluster.cli"]
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 
 
-def _run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """Run a process that joins the session's Ray (one cluster for every step, as on a real
-    machine where ``ray start`` runs once), through ``RAY_ADDRESS``."""
+def _env() -> dict[str, str]:
+    """The environment of a process that joins the session's Ray (one cluster for every step,
+    as on a real machine where ``ray start`` runs once), through ``RAY_ADDRESS``."""
     import ray
 
-    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0", "COLUMNS": "200",
-           "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
-    return subprocess.run(list(args), capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
+    return {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0", "COLUMNS": "200",
+            "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
+
+
+def _run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run a process that joins the session's Ray."""
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=timeout, env=_env(), cwd=REPO)
 
 
 def _counts(path: Path) -> dict[str, int]:
@@ -56,37 +61,39 @@ def test_the_approval_example_waits_then_soloist_approve_and_resume_finish_it_on
     before = _counts(effects)
     assert "skill:publish" not in before and before["coordinator:writer"] == 1
 
-    listed = _run(*SOLOIST, "approve", "post-1", "--store", str(store))
-    assert listed.returncode == 0 and "post-1/i1" in listed.stdout, listed.stderr[-3000:]
-    wrong = _run(*SOLOIST, "approve", "post-1", "other-run/i1", "--store", str(store))
-    assert wrong.returncode == 1 and "belongs to run 'other-run'" in wrong.stderr
-    answered = _run(*SOLOIST, "approve", "post-1", "post-1/i1", "--store", str(store), "--reason", "fine")
-    assert answered.returncode == 0 and "approved post-1/i1" in answered.stdout, answered.stderr[-3000:]
-    twice = _run(*SOLOIST, "approve", "post-1", "post-1/i1", "--store", str(store), "--reject")
-    assert twice.returncode == 1 and "already approved" in twice.stderr
+    # The commands, one after another, in one process that joins the session's Ray once.
+    with CliProcess(env=_env()) as soloist:
+        listed = soloist("approve", "post-1", "--store", str(store))
+        assert listed.returncode == 0 and "post-1/i1" in listed.stdout, listed.stderr[-3000:]
+        wrong = soloist("approve", "post-1", "other-run/i1", "--store", str(store))
+        assert wrong.returncode == 1 and "belongs to run 'other-run'" in wrong.stderr
+        answered = soloist("approve", "post-1", "post-1/i1", "--store", str(store), "--reason", "fine")
+        assert answered.returncode == 0 and "approved post-1/i1" in answered.stdout, answered.stderr[-3000:]
+        twice = soloist("approve", "post-1", "post-1/i1", "--store", str(store), "--reject")
+        assert twice.returncode == 1 and "already approved" in twice.stderr
 
-    resumed = _run(*SOLOIST, "run", "--resume", "post-1", "--store", str(store), "--json")
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    outcome = json.loads(resumed.stdout)["outcome"]
-    assert outcome["status"] == "complete" and outcome["state"]["verdict"] == "published"
-    assert _counts(effects) == ALL_ONCE  # nothing before the approval ran again
+        resumed = soloist("run", "--resume", "post-1", "--store", str(store), "--json")
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        outcome = json.loads(resumed.stdout)["outcome"]
+        assert outcome["status"] == "complete" and outcome["state"]["verdict"] == "published"
+        assert _counts(effects) == ALL_ONCE  # nothing before the approval ran again
 
-    history = _run(*SOLOIST, "history", "post-1", "--store", str(store), "--json")
-    assert history.returncode == 0, history.stderr[-3000:]
-    versions = [json.loads(line)["version"] for line in history.stdout.splitlines() if line.strip()]
-    assert versions == list(range(1, outcome["version"] + 1))
+        history = soloist("history", "post-1", "--store", str(store), "--json")
+        assert history.returncode == 0, history.stderr[-3000:]
+        versions = [json.loads(line)["version"] for line in history.stdout.splitlines() if line.strip()]
+        assert versions == list(range(1, outcome["version"] + 1))
 
-    forked = _run(*SOLOIST, "fork", "post-1", "--at", "3", "--name", "post-1-b", "--store", str(store))
-    assert forked.returncode == 0, forked.stderr[-3000:]
-    too_far = _run(*SOLOIST, "fork", "post-1", "--at", "999", "--name", "post-1-c", "--store", str(store))
-    assert too_far.returncode == 1 and "is not committed" in too_far.stderr
+        forked = soloist("fork", "post-1", "--at", "3", "--name", "post-1-b", "--store", str(store))
+        assert forked.returncode == 0, forked.stderr[-3000:]
+        too_far = soloist("fork", "post-1", "--at", "999", "--name", "post-1-c", "--store", str(store))
+        assert too_far.returncode == 1 and "is not committed" in too_far.stderr
 
-    kept = _run(*SOLOIST, "gc", "--store", str(store), "--older-than", "7d")
-    assert kept.returncode == 0 and "removed 0 finished run(s)" in kept.stdout
-    collected = _run(*SOLOIST, "gc", "--store", str(store), "--older-than", "0s", "--json")
-    assert collected.returncode == 0, collected.stderr[-3000:]
-    report = json.loads(collected.stdout)
-    assert report["removed"] == ["post-1"] and report["kept"] == ["post-1-b"]  # the fork never finished
+        kept = soloist("gc", "--store", str(store), "--older-than", "7d")
+        assert kept.returncode == 0 and "removed 0 finished run(s)" in kept.stdout
+        collected = soloist("gc", "--store", str(store), "--older-than", "0s", "--json")
+        assert collected.returncode == 0, collected.stderr[-3000:]
+        report = json.loads(collected.stdout)
+        assert report["removed"] == ["post-1"] and report["kept"] == ["post-1-b"]  # the fork never finished
 
 
 def test_the_fork_and_compare_example_ends_its_two_branches_differently(tmp_path: Path) -> None:
