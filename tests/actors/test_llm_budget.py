@@ -39,6 +39,14 @@ async def _totals() -> MetricsDelta:
     return await asyncio.to_thread(read_totals)
 
 
+async def _restarted() -> set[str]:
+    """The semaphore services that answer and say Ray restarted them."""
+    try:
+        return {s.name for s in await ClusterSemaphore.service_statistics() if s.restarted}
+    except ray.exceptions.RayActorError:  # the killed incarnation, or the new one not up yet
+        return set()
+
+
 def _count(totals: MetricsDelta, name: str, labels: tuple[str, ...]) -> float:
     return totals.counters.get((name, labels), 0.0)
 
@@ -84,3 +92,41 @@ async def test_conversations_of_many_runs_share_the_endpoints_cap_and_token_budg
         counts, waited = totals.histograms[("soloist_budget_wait_seconds", (endpoint_scope(server.base_url, model),))]
         assert sum(counts) == 24 and waited > 0
 
+
+
+async def test_a_restart_of_the_semaphore_service_does_not_forget_the_windows_consumption() -> None:
+    """The window's charges outlive the service: after Ray restarts it, the requests that
+    follow still wait for the first ones to leave the window; the server refuses none. (With
+    an empty window after the restart, the second batch would go at once and the server,
+    still counting the first, would refuse them.)"""
+    budget = Budget(tokens=100, window_s=12.0)
+    model = f"m-{uuid.uuid4().hex[:8]}"
+    with ChatServer(limit=TokenLimit(tokens=100, window_s=budget.window_s)) as server:
+        scope = endpoint_scope(server.base_url, model)
+        # The first opener sets the scope's configuration: a 1 s TTL, so a restarted service
+        # recovers for 1 s (not 10) before it grants again. The caller joins the scope as it is.
+        opened = ClusterSemaphore(scope, ttl_s=1.0, budget=budget)
+        await opened.statistics()
+        orch = Orchestrator(AgentState(), caller=LlmCaller(LlmConfig.from_env(base_url=server.base_url, model=model)))
+        try:
+            first = await parallel_handoff(orch, [_chat(i) for i in range(5)], ChatOutput)
+            first_done = time.monotonic()
+            served_first = len(server.served_at)
+            name = ClusterSemaphore.service_name(scope)
+            ray.kill(ray.get_actor(name, namespace="soloist"), no_restart=False)
+            await eventually(_restarted, lambda names: name in names, f"service {name} restarted by Ray")
+            back = time.monotonic()
+            rebuilt = await opened.statistics()
+            second = await parallel_handoff(orch, [_chat(i) for i in range(5, 10)], ChatOutput)
+        finally:
+            await orch.close()
+            opened.destroy()
+    assert [r.error for r in first + second if r.error is not None] == []
+    assert served_first == 5 and len(server.served_at) == 10
+    assert server.refused == 0, f"{server.refused} requests were refused by the server's own limit after the restart"
+    # The proof is not vacuous: the service was back while the first batch still filled the window.
+    assert back - first_done < budget.window_s - 1.0, f"the restart took {back - first_done:.1f}s"
+    assert rebuilt.budget is not None and rebuilt.budget.tokens_in_window >= 5 * 19 - 5
+    gap = server.served_at[5] - server.served_at[4]
+    print(f"restart after {back - first_done:.2f}s; the second batch reached the server {gap:.2f}s after the first "
+          f"(window {budget.window_s:g}s)")
