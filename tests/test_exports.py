@@ -89,6 +89,13 @@ EXPORTS: dict[str, dict[str, list[str]]] = {
         "its errors, so callers can catch them by type": [
             "DurableAgentError", "DurableAgentConfigError", "JournalMismatch", "StepNotJournalable"],
     },
+    "actors.openai_agents": {
+        "OpenAI Agents SDK agents on soloist (the optional `soloist[openai-agents]` extra): the durable runner, and "
+        "the journal state its runs keep (the same classes as actors.pydantic_ai's)": [
+            "SoloistRunner", "AgentJournal", "StepRecord"],
+        "its errors (the same classes as actors.pydantic_ai's), so callers can catch them by type": [
+            "DurableAgentError", "DurableAgentConfigError", "JournalMismatch", "StepNotJournalable"],
+    },
     "cluster": {
         "docs/design.md's contract": ["connect"],
         "what connect() reports and the namespace soloist's named actors live in": ["ClusterInfo", "SOLOIST_NAMESPACE"],

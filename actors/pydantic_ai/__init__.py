@@ -6,7 +6,7 @@ crash (same ``run_id``) requests and runs nothing that was committed. Importing 
 never imports this package (nor pydantic-ai).
 """
 
-from actors.pydantic_ai._journal import AgentJournal, StepRecord
+from actors.agents._steps import AgentJournal, StepRecord
 from actors.pydantic_ai.agent import SoloistAgent
 from actors.pydantic_ai.exceptions import DurableAgentConfigError, DurableAgentError, JournalMismatch, StepNotJournalable
 

@@ -21,7 +21,7 @@ from pydantic_ai.tools import AgentDepsT, RunContext
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from actors.pydantic_ai._journal import StepRecord, current_steps
+from actors.agents._steps import StepRecord, current_steps
 from actors.pydantic_ai.exceptions import JournalMismatch, StepNotJournalable
 
 __all__ = ["JournalledToolset", "journalled"]

@@ -29,10 +29,10 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 from pydantic_ai.toolsets import AbstractToolset
 
 from actors._pickle_check import explain_unpicklable
-from actors.exceptions import NotPicklable, OrchestratorNotFound
+from actors.agents._steps import RunOptions, RunSteps, committed_steps, open_run, run_steps
+from actors.exceptions import NotPicklable
 from actors.orchestrator.facade import DEFAULT_MAX_PARALLEL, Orchestrator
 from actors.pydantic_ai._approvals import answers, open_approvals
-from actors.pydantic_ai._journal import AgentJournal, RunSteps, run_steps
 from actors.pydantic_ai._model import MODEL_SKILL_PREFIX, ModelSource, SoloistModel, model_registry
 from actors.pydantic_ai._toolset import journalled
 from actors.pydantic_ai.exceptions import DurableAgentConfigError
@@ -120,10 +120,8 @@ class SoloistAgent(WrapperAgent[AgentDepsT, OutputDataT]):
         self._name = agent_name
         self._store = store
         self._orchestrator = orchestrator
-        self._max_parallel = max_parallel
-        self._semaphore_scope = semaphore_scope
-        self._durability = durability
-        self._checkpoint_every = checkpoint_every
+        self._runs = RunOptions(store=store, orchestrator=orchestrator, durability=durability, max_parallel=max_parallel,
+                                semaphore_scope=semaphore_scope, checkpoint_every=checkpoint_every)
         driver_model, source = _driver_model(agent_name, wrapped.model, model_factory)
         self._model = SoloistModel(driver_model, skill=MODEL_SKILL_PREFIX + agent_name)
         self._registry = model_registry(agent_name, source, replicas=replicas)
@@ -149,21 +147,6 @@ class SoloistAgent(WrapperAgent[AgentDepsT, OutputDataT]):
         """The orchestrator name of the run ``run_id`` when the wrapper opens one per run."""
         return f"{self._name}.{run_id}"
 
-    async def _open(self, run_id: str) -> tuple[Orchestrator[Any], bool]:
-        """The run's orchestrator, and whether this call opened it (and closes it after)."""
-        if self._orchestrator is not None:
-            return self._orchestrator, False
-        name = self.run_name(run_id)
-        if self._store is not None:
-            try:
-                return await asyncio.to_thread(Orchestrator.attach, name, store=self._store), True
-            except OrchestratorNotFound:
-                pass  # a new run
-        orch = await Orchestrator.open(AgentJournal(), name=name, store=self._store, durability=self._durability,
-                                       max_parallel=self._max_parallel, semaphore_scope=self._semaphore_scope,
-                                       checkpoint_every=self._checkpoint_every)
-        return orch, True
-
     async def deferred_tool_results(self, run_id: str) -> DeferredToolResults | None:
         """The answers to the approvals the run ``run_id`` waits for, as pydantic-ai takes them
         (``agent.run(..., message_history=..., deferred_tool_results=...)``); None while one is
@@ -181,14 +164,8 @@ class SoloistAgent(WrapperAgent[AgentDepsT, OutputDataT]):
         return answers(state, self._name, run_id)
 
     async def _steps(self, orch: Orchestrator[Any], run_id: str) -> RunSteps:
-        state = await orch.snapshot()
-        if not isinstance(state, AgentJournal):
-            raise DurableAgentConfigError(
-                f"SoloistAgent {self._name!r}: run {orch.name!r} holds a state of type {type(state).__name__}, "
-                "not an AgentJournal; "
-                "create it as Orchestrator(AgentJournal(), ...)")
         run_key = f"{self._name}/{run_id}"
-        return RunSteps(orch, self._registry, run_key, state.runs.get(run_key, []))
+        return RunSteps(orch, self._registry, run_key, await committed_steps(orch, f"SoloistAgent {self._name!r}", run_key))
 
     @asynccontextmanager
     async def iter(self, user_prompt: Any = None, **kwargs: Any) -> AsyncIterator[AgentRun[AgentDepsT, Any]]:
@@ -201,7 +178,7 @@ class SoloistAgent(WrapperAgent[AgentDepsT, OutputDataT]):
                 "agent's model (build another SoloistAgent for another model)")
         run_id = kwargs.pop("run_id", None) or uuid.uuid4().hex
         extra = kwargs.pop("toolsets", None) or ()
-        orch, opened = await self._open(run_id)
+        orch, opened = await open_run(self.run_name(run_id), self._runs)
         try:
             steps = await self._steps(orch, run_id)
             toolsets = [*self._toolsets, *(toolset.visit_and_replace(journalled) for toolset in extra)]
