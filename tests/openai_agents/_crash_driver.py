@@ -2,7 +2,7 @@
 
 Joins the test's Ray, runs an agent durably on a SQLite store under ``RUN_ID`` against the
 test's server and prints ``OUTPUT <json>`` when the run answers, or ``WAITING <n>`` when it
-stops on ``n`` calls waiting for approval. ``AGENT`` is ``scribe`` (the crash test: the
+stops on ``n`` calls waiting for approval (it then waits until it is killed). ``AGENT`` is ``scribe`` (the crash test: the
 server holds one request while the test SIGKILLs this process) or ``publisher``. Usage:
 ``python _crash_driver.py ADDRESS STORE BASE_URL LEDGER AGENT LABEL RUN_ID``.
 """
@@ -30,8 +30,9 @@ async def main(address: str, store: str, base_url: str, ledger: str, agent: str,
     result = await runner.run(starting, label, context=ledger, run_id=run_id, run_config=agents.QUIET)
     if result.interruptions:
         sys.stdout.write(f"WAITING {len(result.interruptions)}\n")
-    else:
-        sys.stdout.write(f"OUTPUT {json.dumps(result.final_output)}\n")
+        sys.stdout.flush()
+        await asyncio.Event().wait()  # a driver that waits with its run: the test SIGKILLs it
+    sys.stdout.write(f"OUTPUT {json.dumps(result.final_output)}\n")
     sys.stdout.flush()
 
 
