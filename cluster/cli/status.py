@@ -1,6 +1,7 @@
 """``soloist status``: a page of the runs (version, status, host, agents) with the count of
-every run by status; on a live cluster also the run hosts (runs loaded and unloaded) and each
-subagent pool's replicas, waiting calls and queue wait.
+every run by status; on a live cluster also the run hosts (runs loaded and unloaded), each
+subagent pool's replicas, waiting calls and queue wait, and the tokens the model calls used:
+per run and agent (the skill that made them) and per model, as the metrics count them.
 
 Only the runs of the page are read (their last version in one store query, their agents,
 live ones through ``Orchestrator.statistics``); the rest are counted from the run index
@@ -20,6 +21,7 @@ from rich.table import Table
 
 from actors import HostStatistics, Orchestrator, OrchestratorClosed, OrchestratorNotFound, PoolStatus, pool_status
 from cluster import connect
+from cluster.metrics import TokenTotals, llm_token_totals, read_totals, run_token_totals
 from cluster.cli.run_index import DEFAULT_LIMIT, IndexedRun, RunIndexPage, check_query, index_runs
 from cluster.storage import SqliteStore, StoreHealth, StoreUnreachable, open_store, redact
 
@@ -48,6 +50,8 @@ class RunStatusRow(BaseModel):
     """A live run's host actor, or "dedicated" (an actor of its own); None when not live."""
     loaded: bool | None = None
     """A hosted run: in its host's memory (False: unloaded until its next call)."""
+    tokens: dict[str, TokenTotals] = Field(default_factory=dict)
+    """Tokens its handoffs' model calls used, by agent (the skill); a live cluster only."""
 
 
 class StatusReport(BaseModel):
@@ -71,6 +75,8 @@ class StatusReport(BaseModel):
     """The run hosts (a live cluster only)."""
     pools: list[PoolStatus] = Field(default_factory=list)
     """The subagent pools with a replica up (a live cluster only)."""
+    models: dict[str, TokenTotals] = Field(default_factory=dict)
+    """Tokens used by model calls, by model, across every run (a live cluster only)."""
 
 
 def collect_status(*, store: str | None, address: str | None, offset: int = 0, limit: int = DEFAULT_LIMIT,
@@ -93,10 +99,22 @@ def collect_status(*, store: str | None, address: str | None, offset: int = 0, l
     finally:
         if opened is not None:
             opened.close()
+    models: dict[str, TokenTotals] = {}
     if address is not None:
         pools = asyncio.run(pool_status())
+        totals = read_totals()
+        models = llm_token_totals(totals)
+        rows = _with_tokens(rows, run_token_totals(totals))
     return StatusReport(store=redact(store) if store is not None else None, store_health=health, address=address, runs=rows, total=page.total, offset=page.offset, limit=page.limit,
-                        status=page.status, counts=page.counts, hosts=page.hosts, pools=pools)
+                        status=page.status, counts=page.counts, hosts=page.hosts, pools=pools, models=models)
+
+
+def _with_tokens(rows: list[RunStatusRow], by_run: dict[tuple[str, str], TokenTotals]) -> list[RunStatusRow]:
+    """Each row with the tokens its run's agents used (as the metrics count them)."""
+    found: dict[str, dict[str, TokenTotals]] = {}
+    for (run, skill), used in by_run.items():
+        found.setdefault(run, {})[skill] = used
+    return [row.model_copy(update={"tokens": found[row.name]}) if row.name in found else row for row in rows]
 
 
 def _read_page(page: RunIndexPage, store: SqliteStore | PostgresStore | None) -> list[RunStatusRow]:
@@ -149,11 +167,14 @@ def render_status(console: Console, report: StatusReport) -> None:
         _render_pools(console, report.pools)
     if report.hosts:
         _render_hosts(console, report.hosts)
+    if report.models:
+        _render_models(console, report.models)
     if not report.runs:
         console.print(_empty_line(report), markup=False, highlight=False, soft_wrap=True)
         return
     table = Table(title="soloist runs")
-    for col in ("run", "source", "status", "host", "version", "state", "agents"):
+    tokens = any(r.tokens for r in report.runs)
+    for col in ("run", "source", "status", "host", "version", "state", "agents") + (("tokens",) if tokens else ()):
         table.add_column(col)
     for r in report.runs:
         agents = ", ".join(f"{a['agent_id']} ({a.get('lifecycle') or '?'})" for a in r.agents) or "-"
@@ -162,7 +183,10 @@ def render_status(console: Console, report: StatusReport) -> None:
         host = r.host or "-"
         if r.loaded is not None:
             host += " (loaded)" if r.loaded else " (unloaded)"
-        table.add_row(r.name, r.source, r.status, host, str(r.version), r.state_type, agents)
+        cells = [r.name, r.source, r.status, host, str(r.version), r.state_type, agents]
+        if tokens:
+            cells.append(_tokens_cell(r.tokens))
+        table.add_row(*cells)
     console.print(table)
     console.print(_page_line(report), markup=False, highlight=False, soft_wrap=True)
 
@@ -203,6 +227,24 @@ def _render_hosts(console: Console, hosts: list[HostStatistics]) -> None:
     for h in hosts:
         table.add_row(h.name + (" (restarted)" if h.restarted else ""), str(h.pid), str(h.loaded), str(h.unloaded),
                       str(h.activations), str(h.unloads))
+    console.print(table)
+
+
+def _tokens_cell(tokens: dict[str, TokenTotals]) -> str:
+    """``1234 (llm.chat 1000 in / 200 out; ...)``, or ``-``."""
+    if not tokens:
+        return "-"
+    total = sum(t.total_tokens for t in tokens.values())
+    parts = "; ".join(f"{skill} {t.input_tokens} in / {t.output_tokens} out" for skill, t in sorted(tokens.items()))
+    return f"{total} ({parts})"
+
+
+def _render_models(console: Console, models: dict[str, TokenTotals]) -> None:
+    table = Table(title="model tokens")
+    for col in ("model", "input", "output", "total"):
+        table.add_column(col)
+    for model, t in sorted(models.items()):
+        table.add_row(model, str(t.input_tokens), str(t.output_tokens), str(t.total_tokens))
     console.print(table)
 
 

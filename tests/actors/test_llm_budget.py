@@ -18,7 +18,10 @@ import pytest
 import ray
 
 from actors import Call, ChatOutput, LlmCaller, LlmConfig, Orchestrator, parallel_handoff
+from rich.console import Console
+
 from cluster import ClusterSemaphore
+from cluster.cli import collect_status, render_status
 from cluster.metrics import MetricsDelta, llm_token_totals, read_totals, run_token_totals
 from cluster.semaphore import Budget, endpoint_scope
 from coordinators import AgentState
@@ -57,13 +60,22 @@ async def test_conversations_of_many_runs_share_the_endpoints_cap_and_token_budg
     with ChatServer(limit=TokenLimit(tokens=budget.tokens or 0, window_s=budget.window_s)) as server:
         config = LlmConfig.from_env(base_url=server.base_url, model=model, budget=budget)
         llm = LlmCaller(config, replicas=2)
-        runs = [Orchestrator(AgentState(), caller=llm) for _ in range(3)]
+        runs = [Orchestrator(AgentState(), caller=llm, name=f"budget-{model}-{r}") for r in range(3)]  # named: live in status
+        names = [orch.name for orch in runs]
         try:
             started = time.monotonic()
             batches = await asyncio.gather(*(
                 parallel_handoff(orch, [_chat(r * 8 + i) for i in range(8)], ChatOutput) for r, orch in enumerate(runs)))
             wall = time.monotonic() - started
-            names = [orch.name for orch in runs]
+
+            # What the server served is what the metrics count: per model, and per run and agent.
+            def counted(t: MetricsDelta) -> bool:
+                by_model = llm_token_totals(t).get(model)
+                by_run = sum(v.total_tokens for (run, _), v in run_token_totals(t).items() if run in names)
+                return by_model is not None and by_model.total_tokens == server.tokens_served == by_run
+
+            totals = await eventually(_totals, counted, "token metrics match the server's count")
+            status = await asyncio.to_thread(collect_status, store=None, address="auto", limit=10_000)
         finally:
             for orch in runs:
                 await orch.close()
@@ -76,21 +88,23 @@ async def test_conversations_of_many_runs_share_the_endpoints_cap_and_token_budg
         span = server.served_at[-1] - server.served_at[0]
         assert span >= floor and wall >= floor, (span, wall, floor)
         print(f"24 requests, {server.tokens_served} tokens at {budget.tokens}/{budget.window_s:g}s: wall {wall:.2f}s, "
-              f"span at the server {span:.2f}s, floor {floor:.2f}s ({wall / floor:.2f}x); peak in flight "
+              f"span at the server {span:.2f}s, floor {floor:.2f}s ({span / floor:.2f}x); peak in flight "
               f"{server.max_in_flight}")
 
-        # What the server served is what the metrics count: per model, per run and agent, and the budget's waits.
-        def counted(t: MetricsDelta) -> bool:
-            by_model = llm_token_totals(t).get(model)
-            by_run = sum(v.total_tokens for (run, _), v in run_token_totals(t).items() if run in names)
-            return by_model is not None and by_model.total_tokens == server.tokens_served == by_run
-
-        totals = await eventually(_totals, counted, "token metrics match the server's count")
         assert _count(totals, "soloist_llm_requests_total", (model, "ok")) == 24
         per_run = {run: v.total_tokens for (run, skill), v in run_token_totals(totals).items() if run in names}
         assert set(per_run) == set(names) and all(v > 0 for v in per_run.values())
         counts, waited = totals.histograms[("soloist_budget_wait_seconds", (endpoint_scope(server.base_url, model),))]
         assert sum(counts) == 24 and waited > 0
+
+        # `soloist status` on the live cluster: each run's tokens by agent, and the model's.
+        rows = {row.name: row for row in status.runs if row.name in names}
+        assert {name: sum(t.total_tokens for t in rows[name].tokens.values()) for name in rows} == per_run
+        assert status.models[model].total_tokens == server.tokens_served
+        console = Console(record=True, width=200)
+        render_status(console, status)
+        text = console.export_text()
+        assert "model tokens" in text and model in text and f"llm.chat {rows[names[0]].tokens['llm.chat'].input_tokens} in" in text
 
 
 
