@@ -5,7 +5,9 @@ replica (so ``FunctionModel``, ``TestModel`` and every provider pydantic-ai supp
 unchanged): the model travels there pickled, or is built there by the ``model_factory``
 the user gave. ``SoloistModel`` wraps the agent's model in the driver: inside a durable run
 each ``request`` is step ``model:<n>``, answered from the journal when committed, else
-handed off under the run's cap and committed through the run's single writer.
+handed off under the run's cap and committed through the run's single writer. The model
+subagent reports each response's usage (``report_usage``): the token metrics, the run's
+tokens per agent, and the settling of the handoff's permit when its scope has a budget.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pydantic_ai.tools import RunContext
 
 from actors.callers.skills import SkillRegistry
 from actors.handoffs.api import Call, handoff
+from cluster.semaphore import TokenUsage, report_usage
 from actors.pydantic_ai._journal import StepRecord, current_steps
 
 __all__ = ["ModelSource", "ModelStepInput", "ModelStepOutput", "SoloistModel", "model_registry", "MODEL_SKILL_PREFIX"]
@@ -105,7 +108,13 @@ async def run_request(source: ModelSource, inp: ModelStepInput) -> ModelStepOutp
     messages = ModelMessagesTypeAdapter.validate_python(inp.messages)
     settings = _unpickled(inp.settings) if inp.settings is not None else None
     parameters = _PARAMETERS.validate_python(inp.parameters)
-    response = await model.request(messages, settings, parameters)
+    try:
+        response = await model.request(messages, settings, parameters)
+    except Exception:
+        report_usage(TokenUsage(model=model.model_name), outcome="error")
+        raise
+    report_usage(TokenUsage(model=response.model_name or model.model_name, input_tokens=response.usage.input_tokens,
+                            output_tokens=response.usage.output_tokens))
     return ModelStepOutput(response=dump_response(response))
 
 
