@@ -82,3 +82,25 @@ async def test_an_approval_waits_across_a_killed_driver_and_soloist_approve_lets
         assert [server.count(LABEL, step) for step in (0, 1)] == [1, 1]
         assert ledger_lines(ledger) == ["tool publish post"], "the approved side effect ran twice"
     assert _soloist("approve", run, "--store", str(store)).stdout.strip() == f"run {run} has no open interrupts"
+
+
+async def test_an_approval_given_the_sdks_way_continues_the_run_from_its_state_and_replays(tmp_path: Path) -> None:
+    ledger, label = tmp_path / "ledger.log", "approve-2"
+    with CountingServer(script) as server:
+        runner = SoloistRunner(store=str(tmp_path / "runs.sqlite"), model_factory=factory(server.base_url))
+
+        async def approved_run() -> str:
+            first = await runner.run(publisher(), label, context=str(ledger), run_id="sdk", run_config=QUIET)
+            assert [item.tool_name for item in first.interruptions] == ["publish"]
+            state = first.to_state()
+            state.approve(first.interruptions[0])
+            done = await runner.run(publisher(), state, run_id="sdk", run_config=QUIET)
+            return str(done.final_output)
+
+        assert await approved_run() == "done: published post"
+        assert [server.count(label, step) for step in (0, 1)] == [1, 1]
+        assert ledger_lines(ledger) == ["tool publish post"]
+        # The same again, as a restarted driver would: every step answered from the journal.
+        assert await approved_run() == "done: published post"
+        assert [server.count(label, step) for step in (0, 1)] == [1, 1], "a committed request reached the server again"
+        assert ledger_lines(ledger) == ["tool publish post"], "the approved side effect ran twice"
