@@ -22,6 +22,7 @@ import ray
 from actors import Orchestrator, Run, answer_interrupt, open_interrupts
 from cluster.storage import SqliteStore
 from coordinators import AgentState
+from tests._cli_process import CliProcess
 from tests._waits import eventually
 from tests.actors.run_fixtures import counts, skill_registry, three
 
@@ -94,19 +95,20 @@ def test_history_approve_and_fork_leave_a_run_that_another_process_drives_runnin
         assert counts(log) == BEFORE_THE_INTERRUPT and len(ids) == 2
         waiting_at = _journal(store, name)[-1]
 
-        history = _soloist("history", name, "--store", str(store), "--address", address, "--json", user_shell=False)
-        assert history.returncode == 0, history.stderr[-3000:]
-        assert [json.loads(line)["version"] for line in history.stdout.splitlines() if line.strip()] == \
-            list(range(1, waiting_at + 1))
-        assert name in Orchestrator.list_live(), "soloist history stopped the run"
+        # The three commands one after another in one process, which joins this test's Ray once.
+        with CliProcess(env=_env(user_shell=False), cwd=REPO, timeout=HANG_GUARD) as soloist:
+            history = soloist("history", name, "--store", str(store), "--address", address, "--json")
+            assert history.returncode == 0, history.stderr[-3000:]
+            assert [json.loads(line)["version"] for line in history.stdout.splitlines() if line.strip()] == \
+                list(range(1, waiting_at + 1))
+            assert name in Orchestrator.list_live(), "soloist history stopped the run"
 
-        approved = _soloist("approve", name, ids[0], "--store", str(store), "--address", address, user_shell=False)
-        assert approved.returncode == 0 and f"approved {ids[0]}" in approved.stdout, approved.stderr[-3000:]
-        assert name in Orchestrator.list_live(), "soloist approve stopped the run"
+            approved = soloist("approve", name, ids[0], "--store", str(store), "--address", address)
+            assert approved.returncode == 0 and f"approved {ids[0]}" in approved.stdout, approved.stderr[-3000:]
+            assert name in Orchestrator.list_live(), "soloist approve stopped the run"
 
-        forked = _soloist("fork", name, "--at", "1", "--name", f"{name}-fork", "--store", str(store), "--address", address,
-                          user_shell=False)
-        assert forked.returncode == 0, forked.stderr[-3000:]
+            forked = soloist("fork", name, "--at", "1", "--name", f"{name}-fork", "--store", str(store), "--address", address)
+            assert forked.returncode == 0, forked.stderr[-3000:]
 
         # The run is still the same live actor, never restarted, one answer further.
         live = Orchestrator.attach(name)
@@ -187,9 +189,11 @@ def test_approve_reaches_a_waiting_driver_on_its_own_ray_only_through_its_addres
         assert f"--address {address}" in refused.stderr and "already open for writing" in refused.stderr, refused.stderr[-3000:]
         assert _journal(store, name)[-1] == waiting_at  # the refused command wrote nothing
         # Through the driver's cluster it reaches the live orchestrator; the driver then resumes.
-        for interrupt_id in ids:
-            answered = _soloist("approve", name, interrupt_id, "--store", str(store), "--address", address)
-            assert answered.returncode == 0 and f"approved {interrupt_id}" in answered.stdout, answered.stderr[-3000:]
+        # Both answers from one process, which joins the driver's Ray once.
+        with CliProcess(env=_env(), cwd=REPO, timeout=HANG_GUARD) as soloist:
+            for interrupt_id in ids:
+                answered = soloist("approve", name, interrupt_id, "--store", str(store), "--address", address)
+                assert answered.returncode == 0 and f"approved {interrupt_id}" in answered.stdout, answered.stderr[-3000:]
     except BaseException:
         proc.kill()
         raise
