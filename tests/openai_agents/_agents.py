@@ -50,6 +50,8 @@ def script(label: str, step: int, messages: list[dict[str, Any]]) -> dict[str, A
         if step == 0:
             return {"tool_calls": [(f"{label}-publish", "publish", {"text": "post"})]}
         return {"content": "done: " + "; ".join(_tool_outputs(messages))}
+    if label.startswith("long"):
+        return long_talk(step)
     if label.startswith("short"):  # two requests: a tool call, then the answer
         if step == 0:
             return {"tool_calls": [(f"{label}-add", "add", {"a": 1, "b": 1})]}
@@ -57,6 +59,40 @@ def script(label: str, step: int, messages: list[dict[str, Any]]) -> dict[str, A
     if step < len(SCRIPT):
         return {"tool_calls": [(f"call-{step}-{i}", tool, args) for i, (tool, args) in enumerate(SCRIPT[step])]}
     return {"content": "done: " + "; ".join(_tool_outputs(messages))}
+
+
+#: The long conversation's model requests (each response but the last also calls ``add``).
+LONG_REQUESTS = 100
+#: Characters of text in its responses, in turn (8,000 on average): about 800,000 characters
+#: in all, some 200,000 tokens.
+LONG_TEXTS = (4_000, 6_000, 8_000, 10_000, 12_000)
+
+
+def long_talk(step: int) -> dict[str, Any]:
+    """Response ``step`` of the long conversation: ``LONG_TEXTS[step % 5]`` characters of text,
+    and a call of ``add`` in all but the last."""
+    size = LONG_TEXTS[step % len(LONG_TEXTS)]
+    words = " ".join(f"w{step}x{i}" for i in range(size))[:size]
+    if step < LONG_REQUESTS - 1:
+        return {"content": words, "tool_calls": [(f"call-{step}", "add", {"a": step, "b": 1})]}
+    return {"content": words}
+
+
+def conversation_text(items: list[Any]) -> int:
+    """Characters of a conversation's own text (``RunResult.to_input_list()``): the prompt, the
+    model's text, tool calls' names and arguments and tool outputs, each counted once."""
+    total = 0
+    for item in items:
+        kind = item.get("type")
+        if kind == "function_call":
+            total += len(item["name"]) + len(item["arguments"])
+        elif kind == "function_call_output":
+            total += len(str(item["output"]))
+        elif isinstance(item.get("content"), str):
+            total += len(item["content"])
+        elif isinstance(item.get("content"), list):
+            total += sum(len(part.get("text", "")) for part in item["content"])
+    return total
 
 
 def chat_model(base_url: str, name: str | None) -> OpenAIChatCompletionsModel:
