@@ -10,7 +10,8 @@ import pytest
 from agents import Runner
 
 from actors import Orchestrator
-from actors.openai_agents import AgentJournal, SoloistRunner
+from actors.openai_agents import AgentJournal, DurableAgentConfigError, JournalMismatch, SoloistRunner
+from coordinators import AgentState
 from tests.openai_agents._agents import (MODEL_REQUESTS, QUIET, chat_model, factory, ledger_lines, script, scribe,
                                          triage_and_specialist)
 from tests.openai_agents._server import CountingServer
@@ -75,3 +76,35 @@ async def test_run_sync_answers_as_run(tmp_path: Path) -> None:
         result = await asyncio.to_thread(runner.run_sync, scribe(), "sync", context=str(tmp_path / "l.log"),
                                          run_config=QUIET)
         assert result.final_output == "done: 3; recorded first; 7; recorded second; 11"
+
+
+async def test_a_run_taken_up_by_another_agent_is_refused_as_a_journal_mismatch(tmp_path: Path) -> None:
+    store, ledger = tmp_path / "runs.sqlite", tmp_path / "ledger.log"
+    with CountingServer(script) as server:
+        runner = SoloistRunner(store=str(store), model_factory=factory(server.base_url))
+        await runner.run(scribe(), "durable", context=str(ledger), run_id="m1", run_config=QUIET)
+        triage, _ = triage_and_specialist()
+        with pytest.raises(JournalMismatch, match=r"step 'model:0' of run 'openai-agents/m1' was committed as a request "
+                                                  r"of agent 'scribe', but the resumed run asks it of agent 'triage'"):
+            await runner.run(triage, "durable", context=str(ledger), run_id="m1", run_config=QUIET)
+        assert sum(server.counts.values()) == MODEL_REQUESTS, "the mismatched run sent a request"
+
+
+async def test_runs_live_in_an_orchestrator_the_user_gives_whose_state_must_be_a_journal(tmp_path: Path) -> None:
+    with CountingServer(script) as server:
+        own = Orchestrator(AgentJournal(), name="users-own-run")
+        wrong = Orchestrator(AgentState(), name="not-a-journal")
+        try:
+            runner = SoloistRunner(orchestrator=own, model_factory=factory(server.base_url))
+            result = await runner.run(scribe(), "own", context=str(tmp_path / "l.log"), run_id="a", run_config=QUIET)
+            assert result.final_output == "done: 3; recorded first; 7; recorded second; 11"
+            state = await own.snapshot()
+            assert len([s for s in state.runs["openai-agents/a"] if s.kind == "model"]) == MODEL_REQUESTS
+            with pytest.raises(DurableAgentConfigError, match=r"run 'not-a-journal' holds a state of type AgentState, "
+                                                              r"not an AgentJournal"):
+                await SoloistRunner(orchestrator=wrong, model_factory=factory(server.base_url)).run(
+                    scribe(), "wrong", context=str(tmp_path / "l.log"), run_config=QUIET)
+            assert server.count("wrong", 0) == 0, "a request was sent for a run that cannot hold its steps"
+        finally:
+            await own.close()
+            await wrong.close()
