@@ -1,6 +1,7 @@
 """A driver process for the crash tests (tests/actors/test_durable_crash.py).
 
-Starts its own embedded Ray, creates a durable orchestrator and applies ``count``
+Joins the Ray cluster at ``ADDRESS`` (the test module's own, never the session's: the test
+kills processes of it), creates a durable orchestrator and applies ``count``
 increments, each with an explicit request id, from ``concurrency`` concurrent writers. Every
 ``resend_every``-th request id is sent a second time on purpose. It prints one line per
 event, flushed, for the test to parse:
@@ -13,8 +14,9 @@ event, flushed, for the test to parse:
 The test kills the worker with SIGKILL while this runs. The last ``HOLD_TAIL`` requests
 wait until the test writes a line to stdin (or closes it): the run cannot end before the
 test has made all its kills, however the machine schedules the two processes. Usage:
-``python _crash_driver.py STORE MODE COUNT CONCURRENCY RESEND_EVERY HOLD_TAIL [hosted|dedicated]``
-(hosted: the run lives on a shared host actor, and the host is the process killed).
+``python _crash_driver.py ADDRESS STORE MODE COUNT CONCURRENCY RESEND_EVERY HOLD_TAIL hosted|dedicated``
+(hosted: the run lives on a shared host actor, and the host is the process killed). The run
+is named ``crash-MODE-PLACEMENT``.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ async def main(store: str, mode: str, count: int, concurrency: int, resend_every
     from actors import Orchestrator, actor_name, run_host_name
     from cluster import SOLOIST_NAMESPACE
 
-    name = f"crash-{mode}"
+    name = f"crash-{mode}-{placement}"
     dedicated = placement == "dedicated"
     orch = Orchestrator(Counter(), name=name, store=store, durability=mode, checkpoint_every=100, dedicated=dedicated)
     stop = asyncio.Event()
@@ -96,17 +98,12 @@ async def main(store: str, mode: str, count: int, concurrency: int, resend_every
 
 
 if __name__ == "__main__":
-    path, durability, n, conc, every, tail = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:7])
-    placement = sys.argv[7] if len(sys.argv) > 7 else "hosted"
-    for attempt in (1, 2, 3):  # Ray gives its raylet a fixed 30 s to come up; a busy machine may need longer
-        try:
-            ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=100 * 1024 * 1024,
-                     log_to_driver=False)
-            break
-        except Exception as exc:  # Ray raises a plain Exception for this one case
-            if "timed out during startup" not in str(exc) or attempt == 3:
-                raise
-            ray.shutdown()
+    from cluster import connect
+
+    address, path, durability = sys.argv[1:4]
+    n, conc, every, tail = map(int, sys.argv[4:8])
+    placement = sys.argv[8]
+    connect(address, namespace="soloist-tests", log_to_driver=False)  # stdout carries this driver's lines alone
     try:
         asyncio.run(main(path, durability, n, conc, every, tail, placement))
     finally:
