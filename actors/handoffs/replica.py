@@ -237,6 +237,7 @@ class SubagentActor:
         # closed one is looked up again) and its node: off the per-call path.
         self._permits: dict[str, WarmPermits] = {}
         self._node_id: str | None = None
+        self._handle: Any = None  # this replica's own handle, once looked up
         self._lanes = Lanes()
         # inf: never retires (a replica created so by an earlier version, or by hand).
         self._retire_after = max(0.0, float(retire_after_s))
@@ -275,6 +276,12 @@ class SubagentActor:
             permits = await joined_permits(scope, ray.get_runtime_context().current_actor)
             self._permits[scope] = permits
         return permits
+
+    def _own_handle(self) -> Any:
+        """This replica's actor handle (looked up once): the owner of the guarded leases its bodies take."""
+        if self._handle is None:
+            self._handle = ray.get_runtime_context().current_actor
+        return self._handle
 
     def _node(self) -> str:
         if self._node_id is None:
@@ -332,7 +339,8 @@ class SubagentActor:
             lease = await permits.take(request.limit)
         now = time.perf_counter()
         waited, queued = now - started, now - arrived
-        with metered() as meter:  # the body's task keeps this meter in its context
+        # The body's task keeps this meter in its context; this replica guards its model calls' leases.
+        with metered(self._own_handle()) as meter:
             work = asyncio.ensure_future(self._run_tool(request.skill, request.arguments, request.trace_context))
         self._running += 1
 

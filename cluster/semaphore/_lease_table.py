@@ -272,6 +272,7 @@ class LeaseTable:
         del self._leases[lease_id]
         self._bury(lease_id)
         self._expired_total += 1
+        self._budget_waits.pop(lease_id, None)
         if self.budget is not None:
             self.budget.settle(lease_id, None, now)
         logger.warning(
@@ -347,6 +348,7 @@ class LeaseTable:
             record = self._leases.pop(lease_id)
             self._bury(lease_id)
             self._expired_total += 1
+            self._budget_waits.pop(lease_id, None)
             if self.budget is not None:
                 self.budget.settle(lease_id, None, now)
             logger.warning(

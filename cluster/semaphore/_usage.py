@@ -20,7 +20,7 @@ import contextlib
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextvars import ContextVar
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import ray
@@ -60,9 +60,15 @@ class TokenUsage(BaseModel):
 
 
 class UsageMeter:
-    """The usage reported inside one handoff body (thread-safe: a sync skill reports from its thread)."""
+    """The usage reported inside one handoff body (thread-safe: a sync skill reports from its thread).
 
-    def __init__(self) -> None:
+    ``owner``: the actor running the body, when it answers the semaphore's probes
+    (``holds_leases``, ``renew_leases``: a subagent replica does): the endpoint leases its
+    model calls take are then guarded by it, like its own lease on the run's scope.
+    """
+
+    def __init__(self, owner: Any = None) -> None:
+        self.owner = owner
         self._lock = threading.Lock()
         # The sum of every report; None until the first one.
         self._usage: TokenUsage | None = None
@@ -87,10 +93,11 @@ def current_meter() -> UsageMeter | None:
 
 
 @contextlib.contextmanager
-def metered() -> Iterator[UsageMeter]:
+def metered(owner: Any = None) -> Iterator[UsageMeter]:
     """A fresh meter for the tasks created in this block (a task copies its context when it
-    is created): what their bodies report with ``report_usage`` adds up there."""
-    meter = UsageMeter()
+    is created): what their bodies report with ``report_usage`` adds up there. ``owner``: see
+    ``UsageMeter``."""
+    meter = UsageMeter(owner)
     token = _METER.set(meter)
     try:
         yield meter
@@ -171,14 +178,16 @@ class ModelEndpoint(BaseModel):
         return _OPENED.get_or_create(self.scope, lambda: fresh)
 
     async def _acquire(self, estimate_tokens: int | None) -> tuple[ClusterSemaphore, Lease]:
+        meter = _METER.get()
+        owner = None if meter is None else meter.owner  # a replica guards the leases of its bodies' calls
         semaphore = await asyncio.to_thread(self.semaphore)
         try:
-            return semaphore, await semaphore.acquire(tokens=estimate_tokens)
+            return semaphore, await semaphore.acquire(tokens=estimate_tokens, owner=owner)
         except SemaphoreUnavailable:
             # Destroyed since this process opened it: open it again, once.
             _OPENED.discard(self.scope, semaphore)
             semaphore = await asyncio.to_thread(self.semaphore)
-            return semaphore, await semaphore.acquire(tokens=estimate_tokens)
+            return semaphore, await semaphore.acquire(tokens=estimate_tokens, owner=owner)
 
     @contextlib.asynccontextmanager
     async def call(self, *, estimate_tokens: int | None = None) -> AsyncIterator[ModelCall]:
@@ -188,7 +197,9 @@ class ModelEndpoint(BaseModel):
         the budget's ``reserve_tokens``). On exit the permit is released with the usage given
         to ``ModelCall.report`` (the reservation stands when none was), and the request is
         recorded with ``report_usage`` (``outcome="error"`` when the block raised). Without
-        Ray there is no cluster to share a cap with: the request is only recorded.
+        Ray there is no cluster to share a cap with: the request is only recorded. Inside a
+        handoff's body the lease is guarded by the replica running it (see ``UsageMeter``):
+        a replica paused past the lease's TTL keeps it, and its request still counts.
         """
         semaphore = lease = None
         if ray.is_initialized():

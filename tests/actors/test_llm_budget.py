@@ -11,6 +11,7 @@ serves) and compared with what the server served.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
 
@@ -106,6 +107,33 @@ async def test_conversations_of_many_runs_share_the_endpoints_cap_and_token_budg
         text = console.export_text()
         assert "model tokens" in text and model in text and f"llm.chat {rows[names[0]].tokens['llm.chat'].input_tokens} in" in text
 
+
+
+async def test_runs_sharing_an_endpoint_hold_four_requests_in_flight_at_the_server_together() -> None:
+    """Three runs, each with its own cap of four, 24 conversations: the endpoint's scope holds
+    them to four at the server, and four while saturated (held there until the test sees them)."""
+    gate = threading.Event()
+    model = f"m-{uuid.uuid4().hex[:8]}"
+    with ChatServer(auto=True, gate=gate) as server:
+        llm = LlmCaller(LlmConfig.from_env(base_url=server.base_url, model=model), replicas=2)
+        runs = [Orchestrator(AgentState(), caller=llm) for _ in range(3)]
+        try:
+            batches = asyncio.gather(*(
+                parallel_handoff(orch, [_chat(r * 8 + i) for i in range(8)], ChatOutput) for r, orch in enumerate(runs)))
+
+            async def in_flight() -> int:
+                return server.in_flight
+
+            saturated = await eventually(in_flight, lambda n: n >= 4, "four requests in flight at the server")
+            gate.set()
+            results = await batches
+        finally:
+            gate.set()
+            for orch in runs:
+                await orch.close()
+    assert [r.error for batch in results for r in batch if r.error is not None] == []
+    assert len(server.served_at) == 24
+    assert saturated == 4 and server.max_in_flight == 4, (saturated, server.max_in_flight)
 
 
 async def test_a_restart_of_the_semaphore_service_does_not_forget_the_windows_consumption() -> None:

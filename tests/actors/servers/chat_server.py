@@ -8,7 +8,9 @@ With ``limit=TokenLimit(...)`` it also behaves like a rate-limited provider: req
 scripted are answered by ``auto_reply`` (usage: the prompt's characters / 4 and
 ``max_tokens``), each counted against a sliding window of tokens at its arrival, and one
 that would exceed the window's tokens is refused with 429 (counted in ``refused``). It
-counts the requests in flight and their peak (``max_in_flight``).
+counts the requests in flight and their peak (``max_in_flight``). ``auto=True`` answers
+requests not scripted the same way without a limit; ``gate`` (an event) holds every such
+answer until it is set.
 """
 
 from __future__ import annotations
@@ -70,11 +72,14 @@ class Reply:
 class ChatServer:
     """Serves scripted replies; ``requests`` holds ``{path, headers, body}`` of each request."""
 
-    def __init__(self, *, limit: TokenLimit | None = None, output_tokens: int = 8) -> None:
+    def __init__(self, *, limit: TokenLimit | None = None, output_tokens: int = 8, auto: bool = False,
+                 gate: threading.Event | None = None) -> None:
         self.replies: list[Reply] = []
         self.requests: list[dict[str, Any]] = []
         self.hung_replies_released = threading.Event()
         self.limit = limit
+        self.auto = auto or limit is not None
+        self.gate = gate
         self.output_tokens = output_tokens
         self.refused = 0
         self.tokens_served = 0
@@ -124,12 +129,14 @@ class ChatServer:
     def reply_to(self, body: dict[str, Any]) -> Reply:
         if self.replies:
             return self.replies.pop(0)
-        if self.limit is None:
+        if not self.auto:
             return Reply(500, {"error": "no reply scripted"})
+        if self.gate is not None:
+            self.gate.wait()
         usage = (prompt_tokens(body), min(self.output_tokens, body.get("max_tokens") or self.output_tokens))
         with self.counting:
             now = time.monotonic()
-            if not self.limit.admit(sum(usage), now):
+            if self.limit is not None and not self.limit.admit(sum(usage), now):
                 self.refused += 1
                 return Reply(429, {"error": {"message": "rate limit: tokens per window exceeded"}},
                              headers={"Retry-After": "0"})
