@@ -66,11 +66,17 @@ def _env_budget() -> Budget | None:
         return None
     values: dict[str, int | None] = {}
     for name, text in raw.items():
+        values[name] = None
+        if not text:
+            continue
         try:
-            values[name] = int(text) if text else None
+            value = int(text)
         except ValueError:
+            value = 0
+        if value <= 0:
             env = ENV_RPM if name == "requests" else ENV_TPM
-            raise LlmConfigError(f"LLM configuration: {env} must be a positive integer, got {text!r}") from None
+            raise LlmConfigError(f"LLM configuration: {env} must be a positive integer, got {text!r}")
+        values[name] = value
     return budget_of(window_s=60.0, **values)
 
 

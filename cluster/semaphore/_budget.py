@@ -96,7 +96,8 @@ def budget_of(**fields: object) -> Budget:
     try:
         budget = Budget.model_validate(fields)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])} {e['msg']}" for e in exc.errors())
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])} {e.get('ctx', {}).get('error', e['msg'])}"
+                             for e in exc.errors())
         raise BudgetConfigError(f"invalid Budget: {problems}") from None
     if budget.tokens is not None and budget.reserve_tokens > budget.tokens:
         raise BudgetConfigError(f"invalid Budget: reserve_tokens={budget.reserve_tokens} exceeds tokens={budget.tokens} "
