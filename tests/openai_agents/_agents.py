@@ -50,6 +50,8 @@ def script(label: str, step: int, messages: list[dict[str, Any]]) -> dict[str, A
         if step == 0:
             return {"tool_calls": [(f"{label}-publish", "publish", {"text": "post"})]}
         return {"content": "done: " + "; ".join(_tool_outputs(messages))}
+    if label.startswith("typed"):
+        return {"content": json.dumps({"city": "Lyon", "degrees": 21})}
     if label.startswith("long"):
         return long_talk(step)
     if label.startswith("short"):  # two requests: a tool call, then the answer

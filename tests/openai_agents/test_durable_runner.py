@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agents import Runner
+from agents import Agent, Runner
+from pydantic import BaseModel
 
 from actors import Orchestrator
 from actors.openai_agents import AgentJournal, DurableAgentConfigError, JournalMismatch, SoloistRunner
@@ -108,3 +109,17 @@ async def test_runs_live_in_an_orchestrator_the_user_gives_whose_state_must_be_a
         finally:
             await own.close()
             await wrong.close()
+
+
+class Forecast(BaseModel):
+    city: str
+    degrees: int
+
+
+async def test_an_agent_with_an_output_type_has_its_schema_sent_and_its_answer_validated(tmp_path: Path) -> None:
+    with CountingServer(script) as server:
+        agent: Agent[None] = Agent(name="typed", instructions="Forecast.", model="test-model", output_type=Forecast)
+        result = await SoloistRunner(model_factory=factory(server.base_url)).run(agent, "typed", run_config=QUIET)
+        assert result.final_output == Forecast(city="Lyon", degrees=21)
+        sent = server.bodies[0]["response_format"]
+        assert sent["type"] == "json_schema" and set(sent["json_schema"]["schema"]["properties"]) == {"city", "degrees"}
