@@ -14,7 +14,9 @@ the run, loaded or unloaded; a host that Ray restarted holds nothing, answers a 
 raises the run's fencing epoch in the store, so an older activation of it can never commit
 again. A durable run idle for ``idle_unload_s`` is checkpointed and unloaded: it then costs
 the host a line in a table until its next call. A run that is not detached is closed when
-the driver that created it exits; a host without runs ends itself after ``retire_after_s``.
+the driver that created it exits, also by a host that Ray restarted meanwhile (it reads back
+those runs from its records in the cluster, ``_host_records``); a host without runs ends
+itself after ``retire_after_s``.
 """
 
 from __future__ import annotations
@@ -41,13 +43,14 @@ from pydantic import BaseModel, ConfigDict
 from actors.exceptions import OrchestratorClosed, RunHostFull
 from actors.orchestrator._actor import Hosting, OrchestratorActor
 from actors.orchestrator._commands import Close, Command, HostCall, OpenRun, RunCall
+from actors.orchestrator._host_records import HostRecords, RunRecord
 from actors.orchestrator._reload import Reload, reload_of
-from actors.orchestrator._recovery import stored_run_spec
+from actors.orchestrator._recovery import CLOSED_MARK, stored_run_spec
 from actors.orchestrator.spec import RunSpec
 from cluster.connect import actor_was_restarted, ended_jobs, node_id
 from cluster.heap import freeze_startup_objects
 from cluster.semaphore import ClusterSemaphore
-from cluster.storage import StoreUnreachable, WriterFenced, check_durability, open_store
+from cluster.storage import RunNotFound, StoreUnreachable, WriterFenced, check_durability, open_store
 from coordinators.exceptions import SoloistError
 
 __all__ = ["RunHostActor", "HostedRunRecord", "HostStatistics", "RunNotHeld", "TicketLost"]
@@ -116,9 +119,11 @@ class HostStatistics(BaseModel):
     """The id of the Ray node the host runs on (a movable host changes it when its node is lost)."""
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class _Slot:
-    """A run the host knows: its orchestrator while loaded, and what it needs to reload it."""
+    """A run the host knows: its orchestrator while loaded, and what it needs to reload it.
+    An unloaded run costs its host this object (and its name): runs of one store and driver
+    share one ``Reload`` (see ``RunHostActor._shared``)."""
 
     name: str
     named: bool
@@ -131,6 +136,8 @@ class _Slot:
     calls: int = 0
     last_used: float = dataclasses.field(default_factory=time.monotonic)
     version: int | None = None
+    recorded: bool = False  # its record is in the cluster (a run not detached: see _host_records)
+    restored: bool = False  # held again from that record after this host's restart
 
 
 class RunHostActor:
@@ -141,6 +148,8 @@ class RunHostActor:
         self._idle_unload_s = idle_unload_s
         self._retire_after_s = retire_after_s
         self._slots: dict[str, _Slot] = {}
+        self._reloads: dict[Reload, Reload] = {}  # see _shared
+        self._reloads_kept = 16
         self._stores: dict[tuple[str, str], asyncio.Future[Any]] = {}  # store objects, opened or opening
         self._closing: dict[str, set[asyncio.Task[None]]] = {}  # store objects being closed, by file (whatever durability)
         self._store_users: collections.Counter[tuple[str, str]] = collections.Counter()  # loaded runs per store
@@ -158,6 +167,10 @@ class RunHostActor:
         self._log = logging.LoggerAdapter(_log, {"component": "run-host", "host": name})
         if self._restarted:
             self._log.warning("host restarted: its durable runs are activated again from their stores on their next call")
+        self._records = HostRecords(name, self._log)
+        # Ray builds an async actor on its event loop: take up the runs recorded by this host's
+        # previous process now, not on a first call that may never come.
+        self._restoring = asyncio.get_running_loop().create_task(self._restore())
         freeze_startup_objects()
 
     # ------------------------------------------------------------------ runs
@@ -167,26 +180,42 @@ class RunHostActor:
         refused, and so is a run past ``max_runs`` runs on this host (loaded or not)."""
         self._keep()
         spec = spec.on_host()
-        if spec.name in self._slots:
-            raise ValueError(
-                f"a run named {spec.name!r} is already running on host {self._name}; use Orchestrator.attach({spec.name!r}) to get a handle"
-            )
+        held = self._slots.get(spec.name)
+        if held is not None and held.restored:
+            # Held again from this host's records: this may be its driver's open, sent once
+            # more after the restart (its creation committed already), or another run's.
+            # Creating it tells the two apart (see OrchestratorActor: only its own creation
+            # is taken up); either way the record stands.
+            async with held.lock:
+                if held.run is None:
+                    await self._activate(held, spec, creating=True)
+                elif held.token != spec.token:
+                    raise self._taken(spec.name)
+            return held.version or 0
+        if held is not None:
+            raise self._taken(spec.name)
         if max_runs is not None and len(self._slots) >= max_runs:
             raise RunHostFull(
                 f"run {spec.name!r} was not started: host {self._name} holds {len(self._slots):,} runs, its limit "
                 f"(SOLOIST_HOST_MAX_RUNS={max_runs}); close finished runs, raise the limit, or spread runs over more "
                 "hosts (SOLOIST_RUN_HOSTS)"
             )
-        reload = reload_of(spec, owner_job)
+        reload = self._shared(reload_of(spec, owner_job))
         slot = _Slot(spec.name, spec.named, reload, owner_job)
         self._slots[spec.name] = slot
         try:
             async with slot.lock:
                 await self._activate(slot, spec, creating=True)
         except BaseException:
-            self._slots.pop(spec.name, None)
+            if self._slots.get(spec.name) is slot:
+                self._slots.pop(spec.name)
+                self._unrecord(slot)
             raise
         return slot.version or 0
+
+    def _taken(self, run: str) -> ValueError:
+        return ValueError(f"a run named {run!r} is already running on host {self._name}; "
+                          f"use Orchestrator.attach({run!r}) to get a handle")
 
     async def call_one(self, call: HostCall) -> Any:
         """One call (a ``RunCall`` or an ``OpenRun``) as a Ray call of its own, in ONE argument:
@@ -212,7 +241,7 @@ class RunHostActor:
                     f"orchestrator {run!r} is not running on host {self._name} (it was closed, or it had no store "
                     "and its host restarted)"
                 )
-            slot = self._slots.setdefault(run, _Slot(run, reload.named, reload.model_copy(update={"reopen": False}),
+            slot = self._slots.setdefault(run, _Slot(run, reload.named, self._shared(reload.model_copy(update={"reopen": False})),
                                                      reload.owner_job))
         slot.calls += 1
         try:
@@ -297,11 +326,50 @@ class RunHostActor:
             self._forget(slot)
 
     def _forget(self, slot: _Slot) -> None:
-        self._slots.pop(slot.name, None)
+        if self._slots.get(slot.name) is slot:
+            self._slots.pop(slot.name)
+            self._unrecord(slot)
         if slot.run is not None:
             slot.run = None
             self._give_store(slot.reload)
         self._note_empty()
+
+    def _shared(self, reload: Reload | None) -> Reload | None:
+        """The one ``Reload`` object equal to ``reload`` that this host's slots share (the
+        thousands of runs of one store and driver need one); those no slot uses any more are
+        dropped when the table has doubled since it was last pruned (``_prune_reloads``)."""
+        if reload is None:
+            return None
+        return self._reloads.setdefault(reload, reload)
+
+    def _prune_reloads(self) -> None:
+        if len(self._reloads) > 2 * self._reloads_kept:
+            self._reloads = {r: r for r in (s.reload for s in self._slots.values()) if r is not None}
+            self._reloads_kept = max(16, len(self._reloads))
+
+    def _unrecord(self, slot: _Slot) -> None:
+        if slot.recorded:
+            slot.recorded = False
+            self._records.delete(slot.name)
+
+    async def _restore(self) -> None:
+        """Hold again, unloaded, the runs this host recorded before Ray restarted it (or before
+        it ended without closing them), so the sweep closes those whose driver has exited."""
+        try:
+            records = await self._records.load()
+        except Exception:  # the runs stay recorded: the host's next start reads them again
+            self._log.exception("reading this host's run records failed; runs of exited drivers may stay open")
+            return
+        restored = 0
+        for run, record in records.items():
+            if run not in self._slots:  # a call may have brought it back already
+                self._slots[run] = _Slot(run, record.named, self._shared(record.reload), record.owner_job, scope=record.scope,
+                                         recorded=True, restored=True)
+                restored += 1
+        if restored:
+            self._log.info("holding again %d runs recorded before this host's restart; each is closed once its "
+                           "driver has exited", restored)
+            self._keep()
 
     async def unload_run(self, run: str) -> bool:
         """Unload the run now if it is durable and idle (what the idle sweep does after
@@ -347,7 +415,7 @@ class RunHostActor:
             if self._slots.get(slot.name) is not slot:  # forgotten while this call waited
                 raise RunNotHeld(f"orchestrator {slot.name!r} is not running on host {self._name}")
             if slot.reload is None:
-                self._slots.pop(slot.name, None)
+                self._forget(slot)
                 raise OrchestratorClosed(f"orchestrator {slot.name!r} is not running on host {self._name}")
             reload = slot.reload
             try:
@@ -360,13 +428,17 @@ class RunHostActor:
                 return await self._activate(slot, spec.model_copy(update={"store": reload.store}), creating=False)
             except BaseException as exc:
                 if not isinstance(exc, StoreUnreachable) and slot.run is None and self._slots.get(slot.name) is slot:
-                    self._slots.pop(slot.name)
-                    self._note_empty()
+                    self._forget(slot)
                     self._log.warning("run %s could not be activated and is no longer held here: %r", slot.name, exc)
                 raise
 
     async def _activate(self, slot: _Slot, spec: RunSpec, *, creating: bool) -> OrchestratorActor:
-        """Build the run's orchestrator (it claims the run and raises its epoch in the store)."""
+        """Build the run's orchestrator (it claims the run and raises its epoch in the store).
+        A run its driver's exit must close is recorded in the cluster first."""
+        if slot.owner_job is not None and not slot.recorded:
+            await self._records.put(slot.name, RunRecord(owner_job=slot.owner_job, named=slot.named,
+                                                         scope=spec.semaphore_scope or "", reload=slot.reload))
+            slot.recorded = True
         if slot.reload is not None:
             store = await self._take_store(slot.reload)
         else:  # a store object (opened already) or none
@@ -500,28 +572,44 @@ class RunHostActor:
             gc.collect()
             _trim_heap()
             self._uncollected, self._collected_at = 0, time.monotonic()
+        self._prune_reloads()
         owners = {s.owner_job for s in self._slots.values() if s.owner_job is not None}
         if owners:
             ended = await asyncio.get_running_loop().run_in_executor(self._io_executor, ended_jobs, owners)
             for slot in [s for s in self._slots.values() if s.owner_job in ended]:
                 await self._close_orphan(slot)
-        if not self._slots and now - self._empty_since >= self._retire_after_s:
-            self._retire()
+        if not self._slots and self._restoring.done() and now - self._empty_since >= self._retire_after_s:
+            await self._retire()
 
     async def _close_orphan(self, slot: _Slot) -> None:
         """The driver that created this (not detached) run exited: close the run, as Ray ends
-        a dedicated orchestrator actor with its job."""
+        a dedicated orchestrator actor with its job. An unloaded run is marked closed in its
+        store without being activated."""
         self._log.info("run %s: its driver exited; closing it", slot.name)
-        if slot.run is not None:
-            await slot.run.close(slot.token)
+        async with slot.lock:
+            if slot.run is not None:
+                await slot.run.close(slot.token)
+            elif slot.reload is not None:
+                await self._mark_closed(slot.name, slot.reload)
         self._forget(slot)
         if slot.scope:
             # As its owner's close() would: the scope's table goes once no run uses it (the
             # scope watches the host's liveness, and the host outlives the driver).
             await ClusterSemaphore.leave_run(slot.scope, slot.name)
 
-    def _retire(self) -> None:
+    async def _mark_closed(self, run: str, reload: Reload) -> None:
+        store = await self._take_store(reload)
+        try:
+            await asyncio.get_running_loop().run_in_executor(
+                self._io_executor, lambda: store.update_run_metadata(run, {CLOSED_MARK: True}))
+        except RunNotFound:
+            pass  # the run was deleted from its store meanwhile: nothing is left to close
+        finally:
+            self._give_store(reload)
+
+    async def _retire(self) -> None:
         self._log.info("no run for %.0fs; ending", self._retire_after_s)
+        await self._records.clear()  # after every deletion asked for before: none is left behind
         for opening in self._stores.values():  # a host retires with no run: none is still opening
             if opening.done() and not opening.cancelled() and opening.exception() is None:
                 opening.result().close()

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 import ray
+from ray.experimental.internal_kv import _internal_kv_list  # Ray's key-value store, read from outside soloist
 
 from actors import (
     Orchestrator,
@@ -35,7 +36,8 @@ from actors import (
     open_interrupts,
     run_host_name,
 )
-from cluster import SOLOIST_NAMESPACE
+from cluster import SOLOIST_NAMESPACE, SemaphoreUnavailable
+from cluster.semaphore import ClusterSemaphore
 from cluster.storage import SqliteStore, WriterFenced
 from coordinators import AgentState
 from tests._models import Tally
@@ -45,6 +47,7 @@ from tests.actors.run_fixtures import EchoIn, EchoOut, counts, skill_registry, t
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 
 REPO = Path(__file__).resolve().parents[2]
+_HOST_RECORDS = "soloist-host-runs"  # where hosts record the runs their drivers' exits close
 
 
 def bump(state: Tally) -> None:
@@ -686,6 +689,89 @@ async def test_a_run_taken_up_again_after_its_host_restarted_is_still_closed_whe
         return marked and "orphaned" not in {record.name for _, record in hosted_runs()}
 
     await eventually(lambda: asyncio.to_thread(closed_by_its_host), bool, "the host closing the exited driver's run")
+
+
+_DRIVER_THAT_NEVER_CALLS_AGAIN = """
+import asyncio, sys
+from pydantic import BaseModel
+from actors import Orchestrator
+from cluster import connect
+
+
+class Tally(BaseModel):
+    n: int = 0
+
+
+def bump(state):
+    state.n += 1
+
+
+async def main(address, store, durable, in_memory, scope):
+    connect(address=address, namespace="soloist-tests")
+    kept = Orchestrator(Tally(), name=durable, store=store, semaphore_scope=scope)  # neither is detached
+    lost = Orchestrator(Tally(), name=in_memory, semaphore_scope=scope + "-memory")
+    await kept.apply(bump)
+    await lost.apply(bump)
+    await kept.join_semaphore()  # as a first handoff does
+    await lost.join_semaphore()
+    print("HOST", (await kept.statistics()).pid, (await lost.statistics()).pid, flush=True)
+    sys.stdin.readline()  # the test restarts the host meanwhile; this driver then exits without a call
+
+
+asyncio.run(main(*sys.argv[1:6]))
+"""
+
+
+async def test_runs_of_a_driver_that_exits_without_calling_their_restarted_host_again_are_closed(tmp_path: Path) -> None:
+    """Issue 43, defect 7: with its host SIGKILLed and restarted by Ray, a run whose driver then
+    exited without another call stayed open on the host for ever, in its semaphore scope too."""
+    store = tmp_path / "runs.sqlite"
+    durable, in_memory = _names_on_one_host(2, "never-again")
+    scope = f"never-again-{os.getpid()}"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
+    driver = subprocess.Popen([sys.executable, "-c", _DRIVER_THAT_NEVER_CALLS_AGAIN, ray.get_runtime_context().gcs_address,
+                               str(store), durable, in_memory, scope],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    try:
+        assert driver.stdout is not None and driver.stdin is not None
+        line = await asyncio.wait_for(asyncio.to_thread(_line_starting, driver.stdout, "HOST "), HANG_GUARD_S)
+        host_pid, other_pid = map(int, line.split()[1:])
+        assert host_pid == other_pid, line  # both runs on one host
+        for joined in (scope, scope + "-memory"):
+            await ClusterSemaphore.existing_async(joined)  # both scopes are served while their runs use them
+        assert _host_records_naming(durable, in_memory) == {durable, in_memory}  # kept outside the host's memory
+        os.kill(host_pid, signal.SIGKILL)
+        await process_gone(host_pid)
+        host = run_host_name(durable, store=str(store))
+        await eventually(lambda: asyncio.to_thread(host_statistics),
+                         lambda stats: any(s.name == host and s.restarted for s in stats), "Ray restarting the host")
+        driver.stdin.write("exit\n")
+        driver.stdin.flush()
+        assert await asyncio.to_thread(driver.wait, HANG_GUARD_S) == 0
+    finally:
+        driver.kill()
+
+    def closed_everywhere() -> bool:
+        opened = SqliteStore(store)
+        try:
+            info = opened.get_run(durable)
+            marked = info is not None and bool(info.metadata.get("closed"))
+        finally:
+            opened.close()
+        held = {record.name for _, record in hosted_runs()}
+        return marked and durable not in held and in_memory not in held
+
+    await eventually(lambda: asyncio.to_thread(closed_everywhere), bool, "the restarted host closing the exited driver's runs")
+    for left in (scope, scope + "-memory"):
+        with pytest.raises(SemaphoreUnavailable):  # the runs left their scopes: no service serves them any more
+            await ClusterSemaphore.existing_async(left)
+    assert _host_records_naming(durable, in_memory) == set()  # the records go with the runs
+
+
+def _host_records_naming(*runs: str) -> set[str]:
+    """Which of ``runs`` have a record in the hosts' namespace of Ray's key-value store."""
+    keys = _internal_kv_list(b"", namespace=_HOST_RECORDS)
+    return {run for run in runs if any(key.decode().endswith("/" + run) for key in keys)}
 
 
 def _line_starting(stream: Any, prefix: str) -> str:
