@@ -28,7 +28,7 @@ from pydantic_ai.tools import RunContext
 from actors.callers.skills import SkillRegistry
 from actors.handoffs.api import Call, handoff
 from cluster.semaphore import TokenUsage, report_usage
-from actors.pydantic_ai._journal import StepRecord, current_steps
+from actors.agents._steps import StepRecord, current_steps
 
 __all__ = ["ModelSource", "ModelStepInput", "ModelStepOutput", "SoloistModel", "model_registry", "MODEL_SKILL_PREFIX"]
 
