@@ -12,15 +12,16 @@ session's Ray again.
 Here the modules are ordered as ``tests/conftest.py`` groups them (the modules on the session's
 Ray, then the benchmarks, then those on ``multinode_cluster``), and within a group longest
 first, from ``MODULE_SECONDS``: what each module took in one process of a two-process run on
-the 2-core CI machine. The table only orders: a module missing from it (counted at
-``SECONDS_PER_TEST`` a test) or a figure gone stale costs balance, never a test.
+the 2-core CI machine. The table only orders: a module missing from it (counted a test at
+``SECONDS_PER_RAY_TEST`` when the test uses a Ray or PostgreSQL fixture, ``SECONDS_PER_TEST``
+otherwise) or a figure gone stale costs balance, never a test.
 """
 
 from __future__ import annotations
 
 import pytest
 
-__all__ = ["MODULE_SECONDS", "SECONDS_PER_TEST", "module_weight"]
+__all__ = ["MODULE_SECONDS", "SECONDS_PER_RAY_TEST", "SECONDS_PER_TEST", "module_weight"]
 
 #: Seconds a module took (setup, calls and teardown of all its tests), CI logs of 2026-12-07
 #: and the single-module runs of 2026-12-08; modules of a few seconds are left out.
@@ -64,15 +65,27 @@ MODULE_SECONDS: dict[str, float] = {
     "tests/cluster/ui/test_runs_paging.py": 14,
     "tests/actors/test_run_hosts.py": 14,
     "tests/actors/test_handoff_multinode.py": 13,
+    "tests/cluster/test_replica_budget.py": 12,
+    "tests/actors/test_run_cancel.py": 11,
+    "tests/actors/test_run_batch_crash.py": 11,
+    "tests/reliability/test_pool_retirement.py": 9,
+    "tests/cluster/ui/test_pool_status.py": 8,
 }
 
-#: The weight of a module missing from ``MODULE_SECONDS``, a test.
-SECONDS_PER_TEST = 0.2
+#: The weight of a module missing from ``MODULE_SECONDS``, a test on a Ray (or a PostgreSQL
+#: server) of the suite's, and a test of anything else (pure code, a quick subprocess).
+SECONDS_PER_RAY_TEST = 1.5
+SECONDS_PER_TEST = 0.1
+
+_SERVER_FIXTURES = frozenset({"ray_session", "ray_module", "multinode_cluster", "postgres_server"})
 
 
-def module_weight(module: str, tests: int) -> float:
-    """How long ``module`` (its path from the repository root) is expected to take."""
-    return MODULE_SECONDS.get(module, SECONDS_PER_TEST * tests)
+def module_weight(module: str, items: list[pytest.Item]) -> float:
+    """How long ``module`` (its path from the repository root), with these tests, is expected to take."""
+    if module in MODULE_SECONDS:
+        return MODULE_SECONDS[module]
+    return sum(SECONDS_PER_RAY_TEST if _SERVER_FIXTURES & set(getattr(item, "fixturenames", ())) else SECONDS_PER_TEST
+               for item in items)
 
 
 def _group(item: pytest.Item) -> int:
@@ -94,5 +107,5 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     modules: dict[str, list[pytest.Item]] = {}
     for item in items:
         modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
-    key = {module: (max(_group(i) for i in its), -module_weight(module, len(its))) for module, its in modules.items()}
+    key = {module: (max(_group(i) for i in its), -module_weight(module, its)) for module, its in modules.items()}
     items.sort(key=lambda item: key[item.nodeid.split("::", 1)[0]])  # stable: a module's tests keep their order
