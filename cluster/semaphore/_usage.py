@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextvars import ContextVar
@@ -35,6 +36,9 @@ from cluster.semaphore.client import ClusterSemaphore
 
 __all__ = ["TokenUsage", "UsageMeter", "ModelEndpoint", "ModelCall", "endpoint_scope", "report_usage", "metered",
            "current_meter"]
+
+logger = logging.getLogger(__name__)
+_LOG_EXTRA = {"component": "cluster-semaphore"}
 
 RequestOutcome = Literal["ok", "error"]
 
@@ -175,6 +179,10 @@ class ModelEndpoint(BaseModel):
             return opened
         # Opened outside the table's lock: a round trip (see cluster.process on lock discipline).
         fresh = ClusterSemaphore.open(self.scope, permits=self.permits, budget=self.budget)
+        if self.budget is not None and fresh.budget != self.budget:
+            logger.warning("model endpoint %r: joined its scope with budget %r, not the %r asked for (the first "
+                           "process to open a scope sets its budget)", self.scope, fresh.budget, self.budget,
+                           extra=_LOG_EXTRA)
         return _OPENED.get_or_create(self.scope, lambda: fresh)
 
     async def _acquire(self, estimate_tokens: int | None) -> tuple[ClusterSemaphore, Lease]:
