@@ -94,6 +94,12 @@ class BenchConfig(BaseModel):
     """Applies per active run in each round of the summed-throughput figure."""
     many_latency_calls: int = Field(20, ge=1)
     """Sequential applies and handoffs per round of the latency figures."""
+    many_waiting_runs: int = Field(100_000, ge=10)
+    """Runs that wait for an approval, unloaded (issue 43's row: 100,000)."""
+    many_waiting_unload_after_s: float = Field(5.0, gt=0)
+    """Idle seconds before a waiting run is unloaded: it has done all its work by then."""
+    many_waiting_answers: int = Field(1_000, ge=1)
+    """Waiting runs answered at random once all wait."""
     # (13) the stores side by side (issue 30): SQLite and PostgreSQL. Apply throughput uses
     # ``durable_apply_calls`` and ``rounds``; recovery ``recovery_kills`` rounds of attaching.
     store_turns: int = Field(500, ge=1)
@@ -127,6 +133,7 @@ def preset(mode: Mode) -> BenchConfig:
             # for the burst that never got a call still waits 2 s).
             pool_runs=2, pool_max_replicas=8, pool_window_s=4.0, pool_rounds=2, pool_downscale_delay_s=0.5,
             many_runs=300, many_unload_after_s=1.0, many_latency_calls=5,
+            many_waiting_runs=2_000, many_waiting_unload_after_s=1.0, many_waiting_answers=100,
             store_turns=100, store_writes=5_000, store_keep_versions=1_000, store_recovery_changes=3_000,
         )
     if mode == "smallest":
@@ -142,6 +149,7 @@ def preset(mode: Mode) -> BenchConfig:
             pool_runs=2, pool_calls_per_run=8, pool_sleep_s=0.02, pool_max_replicas=2, pool_window_s=0.5,
             pool_rounds=1, pool_downscale_delay_s=0.5,
             many_runs=40, many_unload_after_s=0.5, many_applies_per_run=2, many_latency_calls=2,
+            many_waiting_runs=300, many_waiting_unload_after_s=0.5, many_waiting_answers=5,
             store_turns=10, store_writes=300, store_keep_versions=100, store_recovery_changes=200,
         )
     raise ValueError(f"unknown benchmark mode {mode!r}; use 'full', 'quick' or 'smallest'")

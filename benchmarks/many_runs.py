@@ -18,13 +18,23 @@ them, as a run waiting for an approval) while the rest stay active. Measured fro
   that many processes;
 - **latency on a busy host**: a run on a host holding the other runs, against a
   ``dedicated=True`` run in the same session: median ``apply`` and ``handoff`` latency, rounds
-  alternating between the two.
+  alternating between the two;
+- **runs waiting for an approval** (issue 43; ``many_waiting_runs``, 100,000 in full): durable
+  runs in a store of their own, each taking 2 writes, a handoff and a third write that opens
+  an interrupt, then nobody calls them until their hosts unload them. Resident memory per
+  waiting run is the Ray workers' summed RSS while they wait minus the same sum before the
+  first of them, divided by the waiting runs (the goal: 20 KB); measured after the first tenth
+  too, which splits it into a fixed part and a part per run. Then ``many_waiting_answers`` of
+  them, picked at random, are answered: each must come back at the version it had, with its
+  interrupt open, and record the answer as the next version.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
+import random
 import statistics
 import tempfile
 import time
@@ -33,23 +43,39 @@ from typing import Any
 
 import ray
 
-from actors import Call, Orchestrator, handoff, host_statistics, run_host_name
+from actors import (
+    RUN_RECORD_KEY,
+    Call,
+    Interrupt,
+    Orchestrator,
+    RunRecord,
+    answer_interrupt,
+    handoff,
+    host_statistics,
+    read_record,
+    run_host_name,
+)
 from benchmarks._harness import BenchContext, Counter, NoopIn, NoopOut, RawCounter, bump, run_name
 from benchmarks.results import Figure, MeasureResult
+from coordinators import AgentState, TransitionBatch
 
 NAME = "many_runs"
 TITLE = "Many durable runs on one machine: starts/s, memory per run, processes, summed applies, latency on a busy host"
 STARTS_TARGET = 500.0  # run starts per second
 WAITING_MB_TARGET = 1.0  # resident MB per waiting run
+WAITING_KB_TARGET = 20.0  # resident KB per run waiting for an approval, unloaded (issue 43)
 CEILING_TARGET = 0.8  # summed applies against the raw async-actor ceiling of as many processes
 LATENCY_TARGET = 1.2  # a hosted run's latency against a dedicated run's
 _START_THREADS = 64
 _OPEN_AT_ONCE = 1024
 _MB = 1024 * 1024
+_KB = 1024
+_ANSWER_AT_ONCE = 64
+_WAITING_VERSION = 3  # two writes, a handoff (it writes nothing), then the write opening the interrupt
 
 
 def steps(ctx: BenchContext) -> int:
-    return 7 + ctx.config.rounds
+    return 15 + ctx.config.rounds
 
 
 # ------------------------------------------------------------ outside readings
@@ -107,10 +133,27 @@ def actor_processes() -> int:
     return sum(1 for _, title in _ray_workers() if not title.startswith("ray::IDLE"))
 
 
+def gcs_rss() -> int:
+    """Resident bytes of this session's GCS server (where Ray keeps its tables and key-value
+    store: what runs keep outside the workers); 0 if it is not on this machine."""
+    gcs = f"--gcs-address={ray.get_runtime_context().gcs_address}"
+    pids = [entry for entry in os.listdir("/proc") if entry.isdigit()]
+    sessions = {arg.split("=", 1)[1] for pid in pids if gcs in (args := _cmdline(pid)) and args[0].endswith("raylet")
+                for part in args if part.startswith("--python_worker_command=")
+                for arg in part.split() if arg.startswith("--session-name=")}
+    return sum(_rss_bytes(int(pid)) for pid in pids
+               if (args := _cmdline(pid)) and args[0].endswith("gcs_server")
+               and any(session in arg for session in sessions for arg in args if arg.startswith("--log_dir=")))
+
+
+def _files_under(directory: str) -> int:
+    return sum(len(files) for _, _, files in os.walk(directory))
+
+
 # --------------------------------------------------------------------- workloads
 
 
-async def _open_all(count: int, open_one: Any) -> tuple[list[Orchestrator[Counter]], float]:
+async def _open_all(count: int, open_one: Any) -> tuple[list[Any], float]:
     """``count`` runs from ``open_one(i)`` (a coroutine), ``_OPEN_AT_ONCE`` at a time; the wall time."""
     started = time.perf_counter()
     runs = await _bounded([open_one(i) for i in range(count)], _OPEN_AT_ONCE)
@@ -201,6 +244,106 @@ async def _until_unloaded(expected: int, timeout_s: float) -> float:
     return time.perf_counter() - started
 
 
+async def _waiting_work(orch: Orchestrator[AgentState], i: int) -> None:
+    """Two writes, a handoff, and the write that opens the run's interrupt (as a coordinator
+    asking for approval leaves it): from then on the run waits for a person."""
+    await orch.apply_batch(TransitionBatch().update_state("topic", f"question {i}"))
+    await orch.apply_batch(TransitionBatch().update_state("draft", f"an answer to question {i}, to be approved"))
+    await handoff(orch, Call("noop", NoopIn()), NoopOut)
+    asked = Interrupt(id=f"{orch.name}/i1", kind="turn", question={"publish": i}, coordinator="writer", turn=1,
+                      opened_version=_WAITING_VERSION)
+    record = RunRecord(status="waiting", turn=1, interrupts={asked.id: asked}, opened=1)
+    version = await orch.apply_batch(TransitionBatch().update_state(RUN_RECORD_KEY, record.model_dump(mode="json")))
+    if version != _WAITING_VERSION:
+        raise RuntimeError(f"{NAME}: run {orch.name} opened its interrupt at version {version}, not {_WAITING_VERSION}")
+
+
+async def _answer(orch: Orchestrator[AgentState]) -> float:
+    """Seconds to answer the run's interrupt, reading it first (the run is activated again
+    from its store); raises if the run did not come back as it was left."""
+    started = time.perf_counter()
+    version, state = await orch.versioned_snapshot()
+    record = read_record(state)
+    open_ids = [i.id for i in record.open_interrupts()] if record is not None else []
+    if version != _WAITING_VERSION or open_ids != [f"{orch.name}/i1"]:
+        raise RuntimeError(f"{NAME}: run {orch.name} came back at version {version} with open interrupts {open_ids}, "
+                           f"not at version {_WAITING_VERSION} with its one interrupt")
+    answered = await answer_interrupt(orch, open_ids[0], approve=True)
+    if answered != _WAITING_VERSION + 1:
+        raise RuntimeError(f"{NAME}: run {orch.name} recorded its answer as version {answered}")
+    return time.perf_counter() - started
+
+
+async def _waiting_row(ctx: BenchContext, directory: str) -> tuple[list[Figure], list[str]]:
+    """The runs waiting for an approval (see the module's docstring): figures and notes."""
+    cfg = ctx.config
+    count, answers = cfg.many_waiting_runs, min(cfg.many_waiting_answers, cfg.many_waiting_runs)
+    first = max(1, count // 10)
+    store = os.path.join(directory, "waiting.sqlite")
+    prefix = run_name("waiting")
+    rss_before, gcs_before, processes_before = workers_rss(), gcs_rss(), actor_processes()
+    runs: list[Orchestrator[AgentState]] = []
+    start_wall = 0.0
+    rss_first = 0
+    try:
+        for part, (low, high) in enumerate(((0, first), (first, count))):
+            ctx.step(f"waiting runs: starting runs {low:,} to {high:,} with Orchestrator.open, {_OPEN_AT_ONCE} at a time")
+            opened, wall = await _open_all(high - low, lambda i, low=low: Orchestrator.open(
+                AgentState(), caller=ctx.skills, name=f"{prefix}-{low + i}", store=store,
+                unload_after_s=cfg.many_waiting_unload_after_s))
+            runs += opened
+            start_wall += wall
+            ctx.step(f"waiting runs: 2 writes, a handoff and an interrupt in each of {len(opened):,} runs")
+            await _bounded([_waiting_work(o, low + i) for i, o in enumerate(opened)], 512)
+            ctx.step(f"waiting runs: {high:,} runs wait; the hosts unload them")
+            await _until_unloaded(high, 600 + high / 10)
+            gc.collect()
+            if part == 0:
+                rss_first = workers_rss()
+        rss_waiting, gcs_waiting, processes_waiting = workers_rss(), gcs_rss(), actor_processes()
+        locks = _files_under(directory)
+        activations_before = sum(s.activations for s in await asyncio.to_thread(host_statistics))
+        ctx.step(f"waiting runs: answering {answers:,} of them, picked at random")
+        picked = random.Random(43).sample(runs, answers)
+        latencies = await _bounded([_answer(o) for o in picked], _ANSWER_AT_ONCE)
+        host_stats = await asyncio.to_thread(host_statistics)
+        activations = sum(s.activations for s in host_stats) - activations_before
+    finally:
+        ctx.step(f"waiting runs: closing {len(runs):,} runs")
+        await _bounded([o.close() for o in runs], 512)
+    per_run = (rss_waiting - rss_before) / count
+    marginal = (rss_waiting - rss_first) / max(1, count - first)
+    fixed = rss_waiting - rss_before - marginal * count
+    params: dict[str, float | int | str] = {"runs": count, "hosts": len(host_stats), "store": "sqlite, sync",
+                                            "unload_after_s": cfg.many_waiting_unload_after_s}
+    figures = [
+        Figure(measure=NAME, name="resident memory per run waiting for an approval", values=[per_run / _KB],
+               baselines=[WAITING_KB_TARGET], baseline_name="the goal: 20 KB per waiting run", unit="KB/run",
+               better="lower", target=1.0, params=params),
+        Figure(measure=NAME, name="run starts, runs that will wait", values=[count / start_wall], baselines=[STARTS_TARGET],
+               baseline_name="the goal: 500 starts/s", unit="starts/s", better="higher", target=1.0,
+               params={**params, "how": f"Orchestrator.open, {_OPEN_AT_ONCE} at a time"}),
+        Figure(measure=NAME, name="actor processes while the runs wait", values=[float(processes_waiting)],
+               baselines=[float(count)], baseline_name="one process per run", unit="processes", better="lower",
+               params={**params, "before": processes_before}),
+    ]
+    notes = [
+        f"{count:,} runs waiting for an approval: Ray worker RSS {rss_before / _MB:,.0f} MB before the first, "
+        f"{rss_first / _MB:,.0f} MB with the first {first:,} waiting, {rss_waiting / _MB:,.0f} MB with all waiting: "
+        f"{per_run / _KB:,.1f} KB per waiting run, of which a fixed {fixed / _MB:,.0f} MB (processes started, caches "
+        f"filled) and {marginal / _KB:,.1f} KB per run",
+        f"the GCS server (outside the workers, where hosts record the runs their drivers' exits close): "
+        f"{gcs_before / _MB:,.0f} MB before, {gcs_waiting / _MB:,.0f} MB while {count:,} runs wait",
+        f"{answers:,} waiting runs picked at random and answered, {_ANSWER_AT_ONCE} at a time: each came back at version "
+        f"{_WAITING_VERSION} with its interrupt open and recorded the answer as version {_WAITING_VERSION + 1}; "
+        f"{activations:,} activations; read and answered in {statistics.median(latencies) * 1000:,.0f} ms (median), "
+        f"{max(latencies) * 1000:,.0f} ms at most",
+        f"files beside the stores while {count:,} runs wait: {locks:,}; actor processes {processes_before} before, "
+        f"{processes_waiting} while waiting",
+    ]
+    return figures, notes
+
+
 # ------------------------------------------------------------------------ measure
 
 
@@ -279,6 +422,7 @@ async def run(ctx: BenchContext) -> MeasureResult:
         ctx.step(f"closing {len(runs):,} runs")
         await _bounded([o.close() for o in runs], 512)
         await dedicated.close()
+    waiting_figures, waiting_notes = await _waiting_row(ctx, directory)
 
     params: dict[str, float | int | str] = {"runs": count, "active": active_count, "waiting": waiting_count,
                                             "hosts": len(host_stats), "store": "sqlite, sync"}
@@ -316,4 +460,4 @@ async def run(ctx: BenchContext) -> MeasureResult:
         f"actor processes: {processes_before} before, {processes_open} with every run open, {processes_waiting} while waiting",
         "hosts: " + "; ".join(f"{s.name}: {s.loaded} loaded, {s.unloaded} unloaded, {s.activations} activations" for s in host_stats),
     ]
-    return MeasureResult(name=NAME, title=TITLE, figures=figures, notes=notes)
+    return MeasureResult(name=NAME, title=TITLE, figures=figures + waiting_figures, notes=notes + waiting_notes)

@@ -47,8 +47,9 @@ _EXPECTED_FIGURES = {
     # ``ray[serve]`` imports (the ``bench`` extra; the Serve arm is skipped in a note otherwise)
     "pool_scaling": 2 if pool_scaling.serve_missing() else 4,
     # starts, memory per open and per waiting run, processes, summed applies vs raw and vs one
-    # run, apply and handoff latency on a busy host vs a dedicated run
-    "many_runs": 9,
+    # run, apply and handoff latency on a busy host vs a dedicated run; then the runs waiting for
+    # an approval: memory per waiting run, starts, processes
+    "many_runs": 12,
     "scaling_nodes": 2,  # one node, then a second one added (the path that starts a node)
 }
 
@@ -124,6 +125,8 @@ def test_presets_keep_the_sizes_the_issue_names() -> None:
     assert full.pool_window_s == 60.0 and full.pool_downscale_delay_s is None
     # issue 29: 10,000 durable runs, a tenth active, the rest waiting
     assert full.many_runs == 10_000
+    # issue 43: 100,000 runs waiting for an approval, 1,000 of them answered
+    assert (full.many_waiting_runs, full.many_waiting_answers) == (100_000, 1_000)
     for cfg in (full, quick):  # the quick run keeps the issue's fan-out, CPU-bound skill and two drivers
         assert (cfg.fanout_calls, cfg.fanout_sleep_s) == (40, 0.1)
         assert (cfg.cpu_seconds, cfg.drivers) == (0.1, 2)
