@@ -364,10 +364,16 @@ class SemaphoreService:
         # Or at any time while an owner from before the restart has not answered.
         recovering = self._restarted and (now < self._started + key.ttl_s or bool(self._awaiting))
         records = window = None
-        if key.budget is not None:
+        budget = key.budget
+        if budget is None and self._restarted:
+            # Made after a restart by a call that carries no budget (a run joining its scope): the
+            # one recorded before, if any, so a budgeted scope never comes back without its budget.
+            budget = BudgetRecords(key.scope).budget()
+        if budget is not None:
             # The window as it was: a restart (or the scope opened anew) does not reset it.
             records = BudgetRecords(key.scope)
-            window = BudgetWindow(key.budget, records.load())
+            records.put_budget(budget)
+            window = BudgetWindow(budget, records.load())
             if not recovering:
                 window.settle_unheld(set(), now)  # no lease from before is held here
         table = LeaseTable(key.scope, key.permits, key.ttl_s, now=self._started if recovering else now,

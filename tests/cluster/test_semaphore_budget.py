@@ -7,11 +7,13 @@ The budget is counted from what the skill bodies write in a ledger from their ow
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from pathlib import Path
 
 import pytest
+import ray
 from pydantic import BaseModel
 
 from actors import Call, Orchestrator, SkillRegistry, WarmPermits, parallel_handoff
@@ -109,3 +111,38 @@ async def test_handoffs_of_a_run_on_a_budgeted_scope_report_their_usage_to_the_r
     span = started[-1][0] - started[0][0]
     assert span >= floor, (span, floor)
     print(f"20 bodies, 400 tokens at 100/s: span {span:.2f}s, floor {floor:.2f}s; busiest window {busiest} tokens")
+
+
+@ray.remote(num_cpus=0)
+class _RunActor:
+    """Stands for a run's orchestrator: the service only pings it."""
+
+    def ping(self) -> bool:
+        return True
+
+
+async def _restarted() -> set[str]:
+    try:
+        return {s.name for s in await ClusterSemaphore.service_statistics() if s.restarted}
+    except ray.exceptions.RayActorError:  # the killed incarnation, or the new one not up yet
+        return set()
+
+
+async def test_a_budgeted_scope_rebuilt_after_a_restart_by_a_run_joining_it_keeps_its_budget() -> None:
+    """A run's join carries no budget; the restarted service takes the recorded one."""
+    scope, budget = _scope(), Budget(requests=3, window_s=30.0)
+    opened = ClusterSemaphore(scope, budget=budget)
+    await opened.statistics()
+    run = _RunActor.remote()
+    name = ClusterSemaphore.service_name(scope)
+    try:
+        ray.kill(ray.get_actor(name, namespace="soloist"), no_restart=False)
+        await eventually(_restarted, lambda names: name in names, f"service {name} restarted by Ray")
+        joined = await asyncio.to_thread(ClusterSemaphore.join_run, scope, "run-after-restart", run)
+        assert joined.budget == budget
+        stats = await joined.statistics()
+        assert stats.budget is not None and stats.budget.budget == budget
+    finally:
+        await ClusterSemaphore.leave_run(scope, "run-after-restart")
+        opened.destroy()
+        ray.kill(run)
