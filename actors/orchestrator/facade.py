@@ -13,8 +13,8 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import AsyncGenerator, Iterable
-from typing import Any, Callable, Generic, TypeVar, cast
+from collections.abc import Iterable
+from typing import Any, Callable, TypeVar, cast
 
 import ray
 from pydantic import BaseModel
@@ -42,23 +42,20 @@ from actors.orchestrator._commands import (
     Agents,
     Apply,
     ApplyBatch,
-    Changes,
     Close,
     Command,
     Context,
     Describe,
-    History,
     MarkRun,
     MaxParallel,
     SetMaxParallel,
     Snapshot,
-    StateAt,
     Statistics,
     Version,
 )
 from actors.orchestrator._launch import actor_name, start_actor
 from actors.orchestrator._placement import HostedActor, open_hosted, open_hosted_async
-from actors.orchestrator.changes import Change
+from actors.orchestrator._reads import HistoryReads
 from actors.orchestrator.spec import DEFAULT_KEEP_VERSIONS, OrchestratorStatistics, RunDescription
 from cluster.connect import ensure_connected, wait_ref
 from cluster.semaphore import ClusterSemaphore
@@ -70,11 +67,10 @@ __all__ = ["Orchestrator", "DEFAULT_MAX_PARALLEL", "HARD_MAX_PARALLEL", "actor_n
 S = TypeVar("S", bound=BaseModel)
 R = TypeVar("R")
 
-_POLL_SECONDS = 10.0
 _CAP_READ_SECONDS = 2.0  # a parallel handoff never waits longer than this on a restarting actor
 
 
-class Orchestrator(Generic[S]):
+class Orchestrator(HistoryReads[S]):
     """Owns a run's typed state through one actor: the only writer.
 
     ``initial`` is any pydantic model instance. ``store`` is a SQLite file path, a
@@ -377,22 +373,6 @@ class Orchestrator(Generic[S]):
             pass  # restarting or gone: keep the cached cap; the cluster semaphore still caps at 4
         return self.max_parallel
 
-    async def subscribe(self, since: int = 0) -> AsyncGenerator[Change, None]:
-        """Committed changes after version ``since``, in order, following the run live."""
-        if isinstance(since, bool) or not isinstance(since, int) or since < 0:
-            raise ValueError(f"subscribe(since=...) takes a version >= 0, got {since!r}")
-        cursor: int | None = None
-        last_version = since
-        while True:
-            try:
-                batch: list[Change] = await self._call(Changes(cursor, last_version, _POLL_SECONDS))
-            except OrchestratorClosed:
-                return
-            for change in batch:
-                cursor = change.seq
-                last_version = max(last_version, change.version)
-                yield change
-
     # --------------------------------------------------------------- writes
 
     async def apply(self, fn: Callable[[S], Any], *, request_id: str | None = None) -> int:
@@ -423,47 +403,6 @@ class Orchestrator(Generic[S]):
         transitions = checked_transitions(batch, expected_version)
         token = self._require_owner("apply_batch()")
         return await self._call(ApplyBatch(token, request_id_of(request_id), transitions, expected_version))
-
-    # ------------------------------------------------------- history, forks
-
-    async def history(self, since: int = 0, until: int | None = None) -> list[Change]:
-        """Committed changes with ``since < version <= until`` (None: up to the last one), from
-        the journal, in order. ``HistoryCompacted`` names the earliest version still kept when
-        retention removed older ones (a run without a store: what its memory still holds)."""
-        _check_version("since", since)
-        if until is not None:
-            _check_version("until", until)
-        return await self._call(History(since, until))
-
-    async def state_at(self, version: int) -> S:
-        """The state exactly as it was committed at ``version`` (``HistoryCompacted`` if too old)."""
-        _check_version("version", version)
-        return cast(S, await self._call(StateAt(version)))  # the run's state type
-
-    async def fork(self, new_name: str, *, at_version: int, store: str | Store | None = None) -> "Orchestrator[S]":
-        """A new run named ``new_name`` whose state is exactly this run's state at ``at_version``.
-
-        The new run starts at version 0 with that state, the same caller, cap and retention;
-        it lives in ``store`` (default: this run's store file; None for a run without one).
-        This run and its journal are untouched, and later writes to either run never reach
-        the other. Its store entry records ``forked_from`` and ``forked_at``.
-        """
-        if not isinstance(new_name, str) or not new_name.strip():
-            raise ValueError(f"fork() needs a non-empty new_name, got {new_name!r}")
-        if new_name == self._name:
-            raise ValueError(f"fork() needs a name other than the run's own ({new_name!r})")
-        _check_version("at_version", at_version)
-        state = await self.state_at(at_version)
-        stats = await self.statistics()
-        if store is None:
-            store = stats.store
-        info = await self.describe()
-        return await asyncio.to_thread(
-            Orchestrator, state, caller=self._caller, name=new_name, store=store, durability=stats.durability,
-            max_parallel=self._max_parallel, checkpoint_every=info.checkpoint_every,
-            keep_versions=info.keep_versions, keep_days=info.keep_days,
-            _metadata={"forked_from": self._name, "forked_at": at_version},
-        )
 
     # ------------------------------------------------------- run bookkeeping
     # The declared surface the run layer (``actors.run.Run``) reports through: facts kept in
@@ -569,11 +508,6 @@ class Orchestrator(Generic[S]):
     async def _call(self, command: Command[R]) -> R:
         """Run ``command`` on the run's writer (see ``_calls.call_writer``)."""
         return await call_writer(self._actor, command, durable=self._durable, name=self._name)
-
-
-def _check_version(what: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{what} must be a version (an int >= 0), got {value!r}")
 
 
 class _ComponentLogger(logging.LoggerAdapter[logging.Logger]):
