@@ -144,17 +144,27 @@ def test_two_overlapping_approves_of_one_interrupt_write_one_answer_and_refuse_t
     procs = [subprocess.Popen([sys.executable, str(APPROVER), str(go), name, ids[0], "--store", str(store)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO)
              for _ in range(2)]
-    for proc in procs:
-        assert proc.stdout is not None
-        lines = [proc.stdout.readline()]
-        while lines[-1] and lines[-1].strip() != "READY":  # Ray's own log lines come first
-            lines.append(proc.stdout.readline())
-        assert lines[-1].strip() == "READY", (lines, proc.stderr.read() if proc.stderr else "")
-    go.touch()
-    results = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=HANG_GUARD)
-        results.append((proc.returncode, out, err))
+    try:
+        for proc in procs:
+            assert proc.stdout is not None
+            lines = [proc.stdout.readline()]
+            while lines[-1] and lines[-1].strip() != "READY":  # Ray's own log lines come first
+                lines.append(proc.stdout.readline())
+            assert lines[-1].strip() == "READY", (lines, proc.stderr.read() if proc.stderr else "")
+        go.touch()
+        results = []
+        for proc in procs:
+            out, err = proc.communicate(timeout=HANG_GUARD)
+            results.append((proc.returncode, out, err))
+    finally:
+        go.touch()  # an approver still waiting (the other one failed) goes on, and ends with its Ray
+        for proc in procs:
+            if proc.poll() is None:
+                try:
+                    proc.communicate(timeout=HANG_GUARD)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.communicate()
     outputs = " | ".join(f"{code}: {out[-1500:]} {err[-3000:]}" for code, out, err in results)
     assert sorted(code for code, _, _ in results) == [0, 1], outputs
     assert "JournalGap" not in outputs and "journal gap" not in outputs, outputs
