@@ -109,6 +109,14 @@ class BenchConfig(BaseModel):
     store_keep_versions: int = Field(1_000, ge=1)
     store_recovery_changes: int = Field(100_000, ge=1)
     """Changes of the run that is closed and attached again (the recovery figure)."""
+    # (14) durable pydantic-ai agents (issue 44): plain, DBOS, soloist on SQLite and PostgreSQL.
+    agent_conversations: int = Field(400, ge=1)
+    """Conversations per arm and round at 0 ms model latency (5 steps each)."""
+    agent_in_flight: int = Field(100, ge=1)
+    """Conversations at once in the 0 ms rounds."""
+    agent_wide_conversations: int = Field(1_000, ge=1)
+    """Conversations started at once in the rounds at ``agent_latency_s`` (the wall-time figure)."""
+    agent_latency_s: float = Field(0.2, ge=0)
 
 
 def preset(mode: Mode) -> BenchConfig:
@@ -135,6 +143,7 @@ def preset(mode: Mode) -> BenchConfig:
             many_runs=300, many_unload_after_s=1.0, many_latency_calls=5,
             many_waiting_runs=2_000, many_waiting_unload_after_s=1.0, many_waiting_answers=100,
             store_turns=100, store_writes=5_000, store_keep_versions=1_000, store_recovery_changes=3_000,
+            agent_conversations=100, agent_in_flight=50, agent_wide_conversations=200,
         )
     if mode == "smallest":
         return BenchConfig(
@@ -151,5 +160,6 @@ def preset(mode: Mode) -> BenchConfig:
             many_runs=40, many_unload_after_s=0.5, many_applies_per_run=2, many_latency_calls=2,
             many_waiting_runs=300, many_waiting_unload_after_s=0.5, many_waiting_answers=5,
             store_turns=10, store_writes=300, store_keep_versions=100, store_recovery_changes=200,
+            agent_conversations=4, agent_in_flight=2, agent_wide_conversations=4, agent_latency_s=0.02,
         )
     raise ValueError(f"unknown benchmark mode {mode!r}; use 'full', 'quick' or 'smallest'")

@@ -24,6 +24,7 @@ from types import ModuleType
 import ray
 
 from benchmarks import (
+    agents,
     apply_throughput,
     exploration_accuracy,
     handoff_overhead,
@@ -60,6 +61,7 @@ MEASURES: tuple[ModuleType, ...] = (
     memory,
     recovery,
     store_backends,
+    agents,
     observability_cost,
     multi_driver,
     scaling_runs,

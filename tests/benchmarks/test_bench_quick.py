@@ -39,6 +39,7 @@ _EXPECTED_FIGURES = {
     # new one, size after the turns, size with vs without retention, recovery vs a one-change
     # run and vs the budget
     "store_backends": 14,
+    "agents": 10,  # per store vs DBOS and vs plain at 0 ms, wall time at 200 ms vs plain, bytes per step vs DBOS
     "observability_cost": 3,
     "multi_driver": 2,
     "scaling_runs": 2,
