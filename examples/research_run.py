@@ -174,16 +174,23 @@ def writer_run_id(run_id: str, tool_call_id: str) -> str:
     return f"{run_id}-writer-{tool_call_id}"
 
 
-def build_team(orch: Orchestrator[AgentJournal], models: Callable[[str], dict[str, Any]]) -> Team:
-    """The agents as anyone would write them; ``models(name)`` says how each gets its model
-    (``model=`` offline, ``model_factory=`` for an endpoint), passed to its ``SoloistAgent``."""
+@dataclasses.dataclass(frozen=True)
+class Models:
+    """Where the agents' models come from: ``scripted`` (offline) gives each agent its own
+    ``FunctionModel``; else ``factory`` builds the endpoint's model in each model subagent."""
+
+    scripted: dict[str, FunctionModel] | None = None
+    factory: Callable[[], Model] | None = None
+
+
+def build_team(orch: Orchestrator[AgentJournal], models: Models) -> Team:
+    """The agents as anyone would write them, each wrapped to live in the run ``orch``."""
 
     def agent(name: str, **definition: Any) -> Agent[Any, Any]:
-        return Agent(models(name).get("model"), name=name, **definition)
+        return Agent(models.scripted[name] if models.scripted else None, name=name, **definition)
 
     def durable(agent: Agent[Any, Any]) -> SoloistAgent[Any, Any]:
-        assert agent.name is not None
-        return SoloistAgent(agent, orchestrator=orch, replicas=1, model_factory=models(agent.name).get("model_factory"))
+        return SoloistAgent(agent, orchestrator=orch, replicas=1, model_factory=models.factory)
 
     specialists: dict[str, SoloistAgent[None, str]] = {}
     for role in SPECIALISTS:
@@ -231,28 +238,29 @@ def _writer_prompt(notes: str) -> str:
     return "Notes:\n" + notes
 
 
-def offline_models(ledger: str, meeting: str) -> Callable[[str], dict[str, Any]]:
+def offline_models(ledger: str, meeting: str) -> Models:
     """Scripted models: ``ledger`` gets a line per request each receives."""
     functions: dict[str, Any] = {
         "triage": functools.partial(triage_model, ledger=ledger),
         "writer": functools.partial(writer_model, ledger=ledger),
         **{role: functools.partial(specialist_model, role=role, ledger=ledger, meeting=meeting) for role in SPECIALISTS},
     }
-    return lambda name: {"model": FunctionModel(functions[name], model_name=f"scripted-{name}")}
+    return Models(scripted={name: FunctionModel(function, model_name=f"scripted-{name}")
+                            for name, function in functions.items()})
 
 
-def endpoint_models(config: LlmConfig) -> Callable[[str], dict[str, Any]]:
+def endpoint_models(config: LlmConfig) -> Models:
     """Every agent on the endpoint of ``config``, each replica building its own client."""
-    return lambda name: {"model_factory": functools.partial(endpoint_model, config)}
+    return Models(factory=functools.partial(endpoint_model, config))
 
 
 # --- the driver -------------------------------------------------------------------------------
 
 
-def write_call(messages: list[ModelMessage]) -> ToolCallPart:
+def write_call(messages: list[ModelMessage]) -> ToolCallPart | None:
     """The triage's call of ``write`` (its notes are the writer's prompt, its id names the writer's run)."""
-    return next(part for message in messages for part in message.parts
-                if isinstance(part, ToolCallPart) and part.tool_name == "write")
+    return next((part for message in messages for part in message.parts
+                 if isinstance(part, ToolCallPart) and part.tool_name == "write"), None)
 
 
 async def open_research(name: str, store: str | None) -> Orchestrator[AgentJournal]:
@@ -271,7 +279,7 @@ async def print_steps(orch: Orchestrator[AgentJournal]) -> None:
         print(f"  {run_key}: {' '.join(step.key for step in state.runs[run_key])}")
 
 
-async def main(topic: str, run_id: str, store: str | None, models: Callable[[str], dict[str, Any]], published: Path,
+async def main(topic: str, run_id: str, store: str | None, models: Models, published: Path,
                stop_at_approval: bool) -> int:
     connect()
     name = f"research.{run_id}"
@@ -285,6 +293,9 @@ async def main(topic: str, run_id: str, store: str | None, models: Callable[[str
         await print_steps(orch)
 
         call = write_call(triaged.all_messages())
+        if call is None:
+            print("the triage did not call the writer")
+            return 1
         writer_id = writer_run_id(run_id, call.tool_call_id)
         record = read_record(await orch.snapshot())
         for interrupt in record.interrupts.values() if record is not None else ():
