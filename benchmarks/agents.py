@@ -26,7 +26,6 @@ is ``SOLOIST_BENCH_POSTGRES_URL``'s when set, else a throw-away one started and 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
 import sqlite3
@@ -67,11 +66,19 @@ def dbos_missing() -> str | None:
     return None
 
 
-async def _model(messages: list[Any], info: Any, *, latency: float) -> Any:
-    """The scripted model: a tool call per response until the last, which answers with text.
-    Module-level and pickled by value (``ship_by_value``), so replicas run the same code."""
+def settings(latency: float) -> dict[str, Any]:
+    """The run's model settings that carry the model's latency (they travel with each request,
+    to soloist's replicas too), so one agent serves both latencies."""
+    return {"extra_body": {"latency_s": latency}}
+
+
+async def _model(messages: list[Any], info: Any) -> Any:
+    """The scripted model: after the latency its settings name, a tool call per response until
+    the last, which answers with text. Module-level and pickled by value (``ship_by_value``),
+    so replicas run the same code."""
     from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 
+    latency = float(((info.model_settings or {}).get("extra_body") or {}).get("latency_s", 0.0))
     if latency:
         await asyncio.sleep(latency)
     n = sum(1 for message in messages if message.kind == "response")
@@ -86,12 +93,12 @@ def _lookup(key: str) -> str:
     return f"value of {key}"
 
 
-def build_agent(name: str, latency: float, *, tool: Callable[[str], str] = _lookup) -> Any:
+def build_agent(name: str, *, tool: Callable[[str], str] = _lookup) -> Any:
     """The benchmark's agent: the same model and tool in every arm (DBOS's tool body a step)."""
     from pydantic_ai import Agent
     from pydantic_ai.models.function import FunctionModel
 
-    agent: Any = Agent(FunctionModel(functools.partial(_model, latency=latency)), name=name)
+    agent: Any = Agent(FunctionModel(_model), name=name)
 
     @agent.tool_plain
     def lookup(key: str) -> str:
@@ -136,10 +143,10 @@ def _postgres_bytes(url: str) -> int:
 
 
 class _Dbos:
-    """DBOS in this process: a SQLite system database in ``tmp``, two ``DBOSAgent``s (0 ms and
-    the wide run's latency) registered before launch, destroyed at ``close``."""
+    """DBOS in this process: a SQLite system database in ``tmp``, the ``DBOSAgent`` registered
+    before launch, destroyed at ``close``."""
 
-    def __init__(self, tmp: str, latency: float) -> None:
+    def __init__(self, tmp: str) -> None:
         from dbos import DBOS
         from pydantic_ai.durable_exec.dbos import DBOSAgent
 
@@ -151,9 +158,8 @@ class _Dbos:
                      "log_level": "WARNING"})
         step = DBOS.step(name=f"bench-lookup-{uuid.uuid4().hex[:6]}")(_lookup)
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # DBOSAgent: what the issue compares against
-            self.fast = DBOSAgent(build_agent("bench-dbos-fast", 0.0, tool=step))
-            self.slow = DBOSAgent(build_agent("bench-dbos-slow", latency, tool=step))
+            warnings.simplefilter("ignore")  # DBOSAgent is deprecated for DBOSDurability: the issue names it
+            self.agent = DBOSAgent(build_agent("bench-dbos", tool=step))
         DBOS.launch()
 
     def close(self) -> None:
@@ -177,7 +183,7 @@ async def _keep_hosts(stores: list[str]) -> list[Orchestrator[Any]]:
 
 
 def steps(ctx: BenchContext) -> int:
-    return 2 * ctx.config.rounds + 3
+    return 2 * ctx.config.rounds + 4
 
 
 async def run(ctx: BenchContext) -> MeasureResult:
@@ -199,40 +205,35 @@ async def run(ctx: BenchContext) -> MeasureResult:
     # it down in ``destroy``): every other arm, and the runner after us, get this one back.
     loop = asyncio.get_running_loop()
     threads = ThreadPoolExecutor(thread_name_prefix="bench-agents")
-    scratch = tempfile.TemporaryDirectory(prefix="soloist-bench-agents-")
+    scratch = tempfile.TemporaryDirectory(prefix="soloist-bench-agents-", ignore_cleanup_errors=True)
     tmp = scratch.name
     try:
         sqlite_path = os.path.join(tmp, "soloist.sqlite")
         pg_url = server.fresh_url()
         keepers = await _keep_hosts([os.path.join(tmp, "keepers.sqlite"), server.fresh_url()])
         ctx.step("starting DBOS and the model subagents")
-        dbos = await asyncio.to_thread(_Dbos, tmp, latency)
-        plain_fast, plain_slow = build_agent("bench-plain-fast", 0.0), build_agent("bench-plain-slow", latency)
-        soloist: dict[str, dict[str, Any]] = {
-            kind: {speed: SoloistAgent(build_agent(f"bench-{kind}-{speed}", lat), store=store, replicas=cfg.replicas)
-                   for speed, lat in (("fast", 0.0), ("slow", latency))}
-            for kind, store in (("sqlite", sqlite_path), ("postgres", pg_url))
+        dbos = await asyncio.to_thread(_Dbos, tmp)
+        agents: dict[str, Any] = {
+            "plain": build_agent("bench-plain"), "dbos": dbos.agent,
+            **{kind: SoloistAgent(build_agent(f"bench-{kind}"), store=store, replicas=cfg.replicas)
+               for kind, store in (("sqlite", sqlite_path), ("postgres", pg_url))},
         }
         prefix = uuid.uuid4().hex[:6]
 
+        counter = iter(range(1 << 60))  # soloist's run ids: one run per conversation
+
         def arm(kind: str, speed: str) -> Callable[[int], Awaitable[Any]]:
-            if kind == "plain":
-                agent = plain_fast if speed == "fast" else plain_slow
-                return lambda i: agent.run(f"conversation {i}")
-            if kind == "dbos":
-                assert dbos is not None
-                durable = dbos.fast if speed == "fast" else dbos.slow
-                return lambda i: durable.run(f"conversation {i}")
-            wrapped = soloist[kind][speed]
-            counter = iter(range(1 << 60))
-            return lambda i: wrapped.run(f"conversation {i}", run_id=f"{prefix}-{speed}-{next(counter)}")
+            agent, model_settings = agents[kind], settings(latency if speed == "slow" else 0.0)
+            if kind in ("plain", "dbos"):
+                return lambda i: agent.run(f"conversation {i}", model_settings=model_settings)
+            return lambda i: agent.run(f"conversation {i}", model_settings=model_settings,
+                                       run_id=f"{prefix}-{next(counter)}")
 
         # Warm every arm (model subagents started, stores created, DBOS's first workflow).
         for kind in ARMS:
-            for speed in ("fast", "slow"):
-                await _conversations(1, 1, arm(kind, speed))
-                loop.set_default_executor(threads)
-        done = {kind: 2 for kind in ARMS}  # conversations each store holds
+            await _conversations(1, 1, arm(kind, "fast"))
+            loop.set_default_executor(threads)
+        done = {kind: 1 for kind in ARMS}  # conversations each store holds
 
         rates: dict[str, list[float]] = {kind: [] for kind in ARMS}
         n, in_flight = cfg.agent_conversations, cfg.agent_in_flight
@@ -305,11 +306,16 @@ async def run(ctx: BenchContext) -> MeasureResult:
                      "subagent replica(s) per agent; DBOS: DBOSAgent, tool bodies as @DBOS.step")
     finally:
         ctx.step("stopping DBOS and PostgreSQL")
-        for keeper in keepers:
-            await close_run(keeper)
-        if dbos is not None:
-            await asyncio.to_thread(dbos.close)
         loop.set_default_executor(threads)  # the loop's from here on: asyncio.run shuts it down
-        await asyncio.to_thread(server.destroy)
-        scratch.cleanup()
+        try:
+            for keeper in keepers:
+                await close_run(keeper)
+            if dbos is not None:
+                await asyncio.to_thread(dbos.close)
+        finally:
+            loop.set_default_executor(threads)
+            try:
+                await asyncio.to_thread(server.destroy)
+            finally:
+                scratch.cleanup()
     return MeasureResult(name=NAME, title=TITLE, figures=figures, notes=notes)
