@@ -348,11 +348,15 @@ async def _waiting_row(ctx: BenchContext, directory: str) -> tuple[list[Figure],
 
 
 async def run(ctx: BenchContext) -> MeasureResult:
+    with tempfile.TemporaryDirectory(prefix="soloist-bench-many-") as directory:  # its stores go with it
+        return await _measure(ctx, directory)
+
+
+async def _measure(ctx: BenchContext, directory: str) -> MeasureResult:
     cfg = ctx.config
     count, active_count = cfg.many_runs, max(1, cfg.many_runs // 10)
     waiting_count = count - active_count
     skills = ctx.skills
-    directory = tempfile.mkdtemp(prefix="soloist-bench-many-")
     store = os.path.join(directory, "runs.sqlite")
     prefix = run_name("many")
     processes_before, rss_before = actor_processes(), workers_rss()
@@ -375,7 +379,7 @@ async def run(ctx: BenchContext) -> MeasureResult:
         ctx.step(f"3 writes and a handoff in each of {count:,} runs")
         await _bounded([_first_work(o) for o in runs], 512)
         rss_open, processes_open = workers_rss(), actor_processes()
-        active, waiting = runs[:active_count], runs[active_count:]
+        active = runs[:active_count]  # the rest wait
 
         ctx.step(f"{waiting_count:,} runs wait; the hosts unload them")
         keep_busy = asyncio.Event()

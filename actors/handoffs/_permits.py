@@ -21,7 +21,10 @@ Why reuse never breaks the cap or fairness:
 A scope this process has not used for ``linger`` (nothing taken, held or idle) goes quiet:
 its two threads end (a replica serving thousands of runs' scopes keeps threads only for the
 scopes in use) and it counts as contended, so nothing is reused until the watch, started
-again by the next take, has heard that nobody waits.
+again by the next take, has heard that nobody waits. A scope quiet for ``FORGET_AFTER_S`` is
+forgotten altogether (``retire_if_unused``): a replica that served a hundred thousand runs,
+each with a scope of its own, keeps nothing for the runs that now wait for a person; the
+next take on such a scope joins it again (one round trip).
 """
 
 from __future__ import annotations
@@ -40,8 +43,8 @@ from cluster.process import Table, process_registry
 from cluster.semaphore import ClusterSemaphore, Lease
 
 __all__ = [
-    "WarmPermits", "DEFAULT_LINGER_S", "permits_for", "joined_permits", "drop_permits", "release_idle_permits",
-    "close_all_permits",
+    "WarmPermits", "DEFAULT_LINGER_S", "FORGET_AFTER_S", "permits_for", "joined_permits", "drop_permits",
+    "forget_unused_permits", "release_idle_permits", "close_all_permits",
 ]
 
 _log = logging.getLogger(__name__)
@@ -53,6 +56,10 @@ _LOG_EXTRA = {"component": "warm-permits"}
 #: costs nobody anything, because the watch thread gives it back as soon as a request
 #: from anywhere waits (one message latency).
 DEFAULT_LINGER_S = 0.5
+
+#: How long a quiet scope's permits are kept before they are forgotten (see the docstring):
+#: a run whose next handoff comes later pays one round trip to join its scope again.
+FORGET_AFTER_S = 10.0
 
 
 class WarmPermits:
@@ -158,6 +165,18 @@ class WarmPermits:
         for lease, _ in idle:
             self._release(lease)
         return len(idle)
+
+    def retire_if_unused(self, idle_for: float) -> bool:
+        """Close these permits if nothing was taken, held or kept idle for ``idle_for``
+        seconds and their threads have ended; True if closed (the caller forgets them)."""
+        with self._lock:
+            unused = (not self._idle and not self._out and self._watcher is None and self._reaper is None
+                      and self._last_used <= time.monotonic() - idle_for)
+            if unused:
+                self._closed.set()
+        if unused:
+            _OPEN.discard(self)
+        return unused
 
     def close(self) -> None:
         """Release idle leases, stop keeping any and stop watching (the scope is going away,
@@ -321,6 +340,19 @@ def drop_permits(scope: str, permits: WarmPermits) -> None:
     """Forget ``permits`` (its scope's actor retired or was re-created) and close it."""
     _PERMITS.discard(scope, permits)
     permits.close()
+
+
+def forget_unused_permits(permits: dict[str, WarmPermits], idle_for: float = FORGET_AFTER_S) -> int:
+    """Close and forget, from this process's table and from ``permits`` (a replica's own
+    map), the permits of every scope unused for ``idle_for`` seconds; how many."""
+    forgotten = 0
+    for scope, held in list(permits.items()):  # a call on another loop may add one meanwhile
+        if held.closed or held.retire_if_unused(idle_for):
+            if permits.get(scope) is held:
+                del permits[scope]
+            _PERMITS.discard(scope, held)
+            forgotten += 1
+    return forgotten
 
 
 def release_idle_permits(scope: str) -> int:

@@ -661,6 +661,9 @@ class PoolStatus(BaseModel):
     waiting: int
     queue_wait_p50_s: float
     nodes: list[str]
+    scopes: int = 0
+    """Semaphore scopes whose permits its replicas keep (summed): bounded by the runs they
+    served lately, not by every run they ever served."""
 
 
 async def _load_of(name: str, timeout: float) -> ReplicaLoad | None:
@@ -686,7 +689,7 @@ async def pool_status(timeout: float = 5.0) -> list[PoolStatus]:
         waits = sorted(load.queue_wait_p50_s for load in replicas)
         out.append(PoolStatus(pool=key, skill=skill, replicas=len(replicas), running=sum(r.running for r in replicas),
                               waiting=sum(r.waiting for r in replicas), queue_wait_p50_s=waits[len(waits) // 2],
-                              nodes=sorted({r.node for r in replicas})))
+                              nodes=sorted({r.node for r in replicas}), scopes=sum(r.scopes for r in replicas)))
     return sorted(out, key=lambda status: (status.skill, status.pool))
 
 

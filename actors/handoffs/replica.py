@@ -52,12 +52,19 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from actors.callers.policy import ReplicaResources
 from actors.callers.protocol import DEFAULT_RETIRE_AFTER_S, Interruptible, TextContent, ToolCallResult
 from actors.handoffs._lanes import Lanes
-from actors.handoffs._permits import WarmPermits, drop_permits, joined_permits, close_all_permits
+from actors.handoffs._permits import (
+    FORGET_AFTER_S,
+    WarmPermits,
+    close_all_permits,
+    drop_permits,
+    forget_unused_permits,
+    joined_permits,
+)
 from actors.telemetry import subagent_span
 from cluster import metrics
 from cluster.connect import SOLOIST_NAMESPACE, actor_was_restarted
 from cluster.exceptions import SemaphoreUnavailable
-from cluster.heap import freeze_startup_objects
+from cluster.heap import freeze_startup_objects, give_back_freed_memory
 from cluster.semaphore import TokenUsage, held_by_this_process, metered, renew_held_leases
 
 __all__ = [
@@ -150,6 +157,9 @@ class ReplicaLoad(BaseModel):
     queue_wait_p50_s: float
     retire_after_s: float | None
     node: str
+    scopes: int = 0
+    """Semaphore scopes whose permits it keeps: those of the runs it served in the last
+    ``FORGET_AFTER_S`` seconds (or holds a lease of), never every run it ever served."""
 
 
 class SubagentReply(BaseModel):
@@ -236,6 +246,7 @@ class SubagentActor:
         # This replica's warm permits per scope (the process table's, looked up once; a
         # closed one is looked up again) and its node: off the per-call path.
         self._permits: dict[str, WarmPermits] = {}
+        self._forgetting: asyncio.TimerHandle | None = None  # the next pass forgetting unused scopes' permits
         self._node_id: str | None = None
         self._handle: Any = None  # this replica's own handle, once looked up
         self._lanes = Lanes()
@@ -275,7 +286,21 @@ class SubagentActor:
         if permits is None or permits.closed:
             permits = await joined_permits(scope, ray.get_runtime_context().current_actor)
             self._permits[scope] = permits
+            self._forget_unused_later()
         return permits
+
+    def _forget_unused_later(self) -> None:
+        """Forget, every ``FORGET_AFTER_S``, the permits of the scopes this replica no longer
+        uses (see ``_permits``): what it keeps is bounded by the runs it serves now, not by
+        every run it ever served."""
+        if self._forgetting is None and self._permits:
+            self._forgetting = asyncio.get_running_loop().call_later(FORGET_AFTER_S, self._forget_unused)
+
+    def _forget_unused(self) -> None:
+        self._forgetting = None
+        if forget_unused_permits(self._permits):
+            give_back_freed_memory()
+        self._forget_unused_later()
 
     def _own_handle(self) -> Any:
         """This replica's actor handle (looked up once): the owner of the guarded leases its bodies take."""
@@ -432,7 +457,7 @@ class SubagentActor:
         return ReplicaLoad(running=self._running, waiting=max(0, self._active - self._running),
                            served=self._served, queue_wait_p50_s=queued[len(queued) // 2] if queued else 0.0,
                            retire_after_s=None if math.isinf(self._retire_after) else self._retire_after,
-                           node=self._node())
+                           node=self._node(), scopes=len(self._permits))
 
     async def keep(self, for_s: float) -> bool:
         """Do not retire for ``for_s`` seconds from now (a process's pool with users renews it,

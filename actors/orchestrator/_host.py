@@ -23,11 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import ctypes
-import ctypes.util
 import dataclasses
 import functools
-import gc
 import itertools
 import logging
 import os
@@ -48,7 +45,7 @@ from actors.orchestrator._reload import Reload, reload_of
 from actors.orchestrator._recovery import CLOSED_MARK, stored_run_spec
 from actors.orchestrator.spec import RunSpec
 from cluster.connect import actor_was_restarted, ended_jobs, node_id
-from cluster.heap import freeze_startup_objects
+from cluster.heap import freeze_startup_objects, give_back_freed_memory
 from cluster.semaphore import ClusterSemaphore
 from cluster.storage import RunNotFound, StoreUnreachable, WriterFenced, check_durability, open_store
 from coordinators.exceptions import SoloistError
@@ -75,17 +72,6 @@ class RunNotHeld(OrchestratorClosed):
     """The host does not hold the run and the call came without its ``Reload``. A caller that
     has one sends the call again with it (the host then activates the run from its store);
     for any other caller the run is closed."""
-
-
-def _trim_heap() -> None:
-    """Ask the C allocator to return free memory to the OS (glibc's ``malloc_trim``); a no-op
-    where there is none."""
-    if _LIBC is not None:
-        _LIBC.malloc_trim(0)
-
-
-_LIBC_NAME = ctypes.util.find_library("c")
-_LIBC = ctypes.CDLL(_LIBC_NAME) if _LIBC_NAME and hasattr(ctypes.CDLL(_LIBC_NAME), "malloc_trim") else None
 
 
 class HostedRunRecord(BaseModel):
@@ -569,8 +555,7 @@ class RunHostActor:
             # Give what the unloaded runs used back to the OS now, not at some later allocation:
             # once a burst of unloads is over, and every _COLLECT_EVERY_S during a long one (a
             # full collection of a heap holding thousands of runs costs a good part of a second).
-            gc.collect()
-            _trim_heap()
+            give_back_freed_memory()
             self._uncollected, self._collected_at = 0, time.monotonic()
         self._prune_reloads()
         owners = {s.owner_job for s in self._slots.values() if s.owner_job is not None}

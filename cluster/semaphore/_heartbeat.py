@@ -84,8 +84,10 @@ class Heartbeat:
     def discard(self, lease_id: str) -> None:
         """Stop renewing ``lease_id`` (before it is released, so it cannot be revived)."""
         with self._lock:
-            self._leases.pop(lease_id, None)
+            gone = self._leases.pop(lease_id, None)
             self._confirmed_until.pop(lease_id, None)
+            if gone is not None and all(lease.scope != gone.scope for lease in self._leases.values()):
+                self._keys.pop(gone.scope, None)  # no lease of its scope left: nothing to renew there
 
     def drop_scope(self, scope: str) -> None:
         """Stop renewing every lease of ``scope`` (its table is gone)."""

@@ -7,9 +7,11 @@ import uuid
 
 import pytest
 
-from actors import WarmPermits
+from actors import Call, Orchestrator, SkillRegistry, WarmPermits, handoff, pool_status
 from cluster.semaphore import ClusterSemaphore
+from tests._models import Tally
 from tests._waits import HANG_GUARD_S, eventually
+from tests.actors.run_fixtures import EchoIn, EchoOut
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 
@@ -107,3 +109,37 @@ async def test_a_lease_the_semaphore_no_longer_holds_is_never_reused(semaphore):
     assert fresh.lease_id != lease.lease_id and fresh.generation > lease.generation
     assert permits.reused == 0
     permits.give_back(fresh, reuse=False)
+
+
+async def test_permits_in_use_are_kept_and_quiet_ones_retire(semaphore):
+    permits = WarmPermits(semaphore, linger=0.1)
+    lease = await permits.take(4)
+    assert not permits.retire_if_unused(0.0)  # a lease is out
+    permits.give_back(lease, reuse=True)
+    assert not permits.retire_if_unused(3_600.0)  # used just now
+    # Once the idle lease went back and its threads ended (the linger), nothing is kept.
+    await eventually(lambda: asyncio.sleep(0.05, permits.retire_if_unused(0.0)), bool, "the permits to retire")
+    assert permits.closed
+    assert await _held(semaphore, 0) == 0
+
+
+async def test_a_replica_forgets_the_scopes_of_runs_it_no_longer_serves() -> None:
+    # Every run has a semaphore scope of its own: a replica serving a hundred thousand runs
+    # kept one set of permits per run it ever served (each held until the process ended).
+    skills = SkillRegistry(replicas=1, retire_after_s=HANG_GUARD_S)  # it stays up until it has forgotten them
+    skill = f"forgetful_{uuid.uuid4().hex[:8]}"
+
+    @skills.skill(skill)
+    def echo(inp: EchoIn) -> EchoOut:
+        return EchoOut(echoed=inp.text)
+
+    runs = [Orchestrator(Tally(), caller=skills) for _ in range(6)]
+    try:
+        for orch in runs:
+            assert (await handoff(orch, Call(skill, EchoIn(text="hi")), EchoOut)).echoed == "hi"
+        [pool] = [p for p in await pool_status() if p.skill == skill]
+        assert (pool.replicas, pool.scopes) == (1, 6)  # one scope per run, kept while in use
+    finally:
+        await asyncio.gather(*(orch.close() for orch in runs))
+    await eventually(pool_status, lambda pools: [p.scopes for p in pools if p.skill == skill] == [0],
+                     "the replica to forget the closed runs' scopes", timeout=HANG_GUARD_S)
