@@ -17,12 +17,8 @@ import logging
 from typing import Any
 
 import cloudpickle
-from ray.experimental.internal_kv import (  # the GCS key-value store, as cluster.connect uses it
-    _internal_kv_del,
-    _internal_kv_get,
-    _internal_kv_list,
-    _internal_kv_put,
-)
+
+from cluster.records import ClusterRecords
 
 __all__ = ["OwnerRecords"]
 
@@ -36,34 +32,27 @@ class OwnerRecords:
     """The recorded owners of one service: holder name -> the owner's actor handle."""
 
     def __init__(self, service: str) -> None:
-        self._prefix = f"{service}/".encode()
-
-    def _key(self, holder: str) -> bytes:
-        return self._prefix + holder.encode()
+        self._records = ClusterRecords(_NAMESPACE, service)
 
     def put(self, holder: str, owner: Any) -> None:
-        _internal_kv_put(self._key(holder), cloudpickle.dumps(owner), overwrite=True, namespace=_NAMESPACE)
+        self._records.put(holder, cloudpickle.dumps(owner))
 
     def delete(self, holder: str) -> None:
-        _internal_kv_del(self._key(holder), namespace=_NAMESPACE)
+        self._records.delete(holder)
 
     def load(self) -> dict[str, Any]:
         """Every recorded owner; a record that no longer reads (its actor's handle cannot be
         rebuilt) is deleted and logged, since nobody could be asked about it."""
         owners: dict[str, Any] = {}
-        for key in _internal_kv_list(self._prefix, namespace=_NAMESPACE):
-            holder = key[len(self._prefix):].decode()
-            value = _internal_kv_get(key, namespace=_NAMESPACE)
-            if value is None:
-                continue  # deleted meanwhile
+        for holder, value in self._records.load().items():
             try:
                 owners[holder] = cloudpickle.loads(value)
             except Exception:  # a damaged record or a handle Ray cannot rebuild: name it, drop it
-                logger.warning("semaphore owner record %r could not be read; dropped", key.decode(),
-                               exc_info=True, extra=_LOG_EXTRA)
-                _internal_kv_del(key, namespace=_NAMESPACE)
+                logger.warning("semaphore owner record %r could not be read; dropped", holder, exc_info=True,
+                               extra=_LOG_EXTRA)
+                self._records.delete(holder)
         return owners
 
     def clear(self) -> None:
         """Forget every record of this service (a new service: nothing from before is held)."""
-        _internal_kv_del(self._prefix, del_by_prefix=True, namespace=_NAMESPACE)
+        self._records.clear()
