@@ -348,7 +348,8 @@ async def _waiting_row(ctx: BenchContext, directory: str) -> tuple[list[Figure],
 
 
 async def run(ctx: BenchContext) -> MeasureResult:
-    with tempfile.TemporaryDirectory(prefix="soloist-bench-many-") as directory:  # its stores go with it
+    # Its stores go with it; a failure to remove them never hides the measure's own error.
+    with tempfile.TemporaryDirectory(prefix="soloist-bench-many-", ignore_cleanup_errors=True) as directory:
         return await _measure(ctx, directory)
 
 

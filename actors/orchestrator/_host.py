@@ -60,6 +60,7 @@ _FN_THREADS = 64
 _IO_THREADS = 16  # threads of store I/O and activations: a burst of new runs shares each fsync
 _BATCH_WAIT_S = 0.25  # how long a batch's answer waits for its slowest call before ticketing it
 _TICKET_KEEP_S = 300.0  # an unclaimed outcome of a ticketed call is dropped this long after it ends
+_UNLOAD_AT_ONCE = 256  # idle runs unloaded together by a sweep (their checkpoints share commits)
 _COLLECT_EVERY_S = 10.0  # while runs keep being unloaded, the heap is collected at most this often
 
 
@@ -546,10 +547,17 @@ class RunHostActor:
     async def _sweep(self) -> None:
         now = time.monotonic()
         unloaded = 0
-        for slot in [s for s in self._slots.values() if s.run is not None and not s.calls]:
-            if now - slot.last_used >= self._unload_after(slot):
-                await self._unload(slot)
-                unloaded += slot.run is None
+        due = [s for s in self._slots.values()
+               if s.run is not None and not s.calls and now - s.last_used >= self._unload_after(s)]
+        # Many at once: their checkpoints share the store's group commits. One by one (an fsync
+        # each), a host unloaded fewer runs per second than a driver can open, so its loaded
+        # runs, each holding its lock file open, grew until the process ran out of descriptors.
+        for start in range(0, len(due), _UNLOAD_AT_ONCE):
+            batch = due[start:start + _UNLOAD_AT_ONCE]
+            for slot, outcome in zip(batch, await asyncio.gather(*(self._unload(s) for s in batch), return_exceptions=True)):
+                if isinstance(outcome, BaseException):  # it stays loaded; the next sweep tries again
+                    self._log.error("unloading run %s failed: %r", slot.name, outcome)
+            unloaded += sum(1 for slot in batch if slot.run is None)
         self._uncollected += unloaded
         if self._uncollected and (not unloaded or now - self._collected_at >= _COLLECT_EVERY_S):
             # Give what the unloaded runs used back to the OS now, not at some later allocation:
